@@ -1,0 +1,242 @@
+"""Results on disk: one SQLite row per measurement, written the moment it finishes.
+
+SQLite in WAL mode lets many dashboard sessions read while a sweep writes; every row is its
+own committed transaction, so rows written before a crash survive it. The store never
+rewrites or deletes what it holds: a file that is not a readable database is reported and
+left alone.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._measure import MEASUREMENT_FIELDS
+
+ENV_VAR = "PYTREE_EXPLORER_DB"
+DEFAULT_PATH = Path("~/.local/share/pytree-explorer/results.sqlite")
+
+SPEC_COLUMNS = ("problem", "representation", "n_states", "horizon", "target", "unroll",
+                "backend_requested")
+META_COLUMNS = ("id", "run_id", "status", "error", "started_at", "finished_at", "host")
+# Column order of a stored row (and of every results DataFrame).
+COLUMNS: tuple[str, ...] = (
+    META_COLUMNS + SPEC_COLUMNS + tuple(f for f in MEASUREMENT_FIELDS if f not in SPEC_COLUMNS)
+)
+STATUSES = ("ok", "error", "timeout", "crashed", "oom", "cancelled")
+
+_INT = {"id", "n_states", "horizon", "unroll", "repeats", "jaxpr_eqns", "jaxpr_eqns_top",
+        "n_leaves", "hlo_pre_bytes", "hlo_post_bytes", "temp_bytes", "argument_bytes",
+        "output_bytes", "generated_code_bytes", "backend_compiles", "cache_hits", "cold"}
+_TEXT = {"run_id", "status", "error", "host", "problem", "representation", "target",
+         "backend_requested", "name", "backend", "device_kind", "jax_version", "jaxlib_version"}
+
+
+class StoreError(ValueError):
+    """The store file cannot be used (not a database, locked, unwritable)."""
+
+
+def default_path() -> Path:
+    """``$PYTREE_EXPLORER_DB`` if set, else ``~/.local/share/pytree-explorer/results.sqlite``."""
+    return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH).expanduser()
+
+
+def _sql_type(column: str) -> str:
+    if column in _INT:
+        return "INTEGER"
+    if column in _TEXT:
+        return "TEXT"
+    return "REAL"
+
+
+class Store:
+    """An SQLite file of measurements (see :data:`COLUMNS`) and captured rollouts.
+
+    Args:
+      path: the database file (default: :func:`default_path`). Created on first write, with its
+        folder. ``":memory:"`` is not supported: every call opens its own connection so the
+        store can be shared across threads.
+      timeout: seconds to wait for a lock held by another process before giving up.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, timeout: float = 10.0):
+        self.path = Path(path).expanduser() if path is not None else default_path()
+        self.timeout = timeout
+        self._schema_lock = threading.Lock()
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    # -- connections -------------------------------------------------------------------
+    def _fail(self, err: Exception) -> StoreError:
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if "locked" in text or "busy" in text:
+            why = f"is locked by another process ({text})"
+        elif "not a database" in text or "malformed" in text or "disk image" in text:
+            why = f"is not a readable SQLite database ({text}); it was left untouched"
+        else:
+            why = f"cannot be used ({text})"
+        return StoreError(f"store {self.path} {why}")
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(self.path, timeout=self.timeout)
+            con.execute("PRAGMA busy_timeout = %d" % int(self.timeout * 1000))
+        except (sqlite3.Error, OSError) as err:
+            raise self._fail(err) from None
+        self._ensure_schema(con)
+        return con
+
+    def _ensure_schema(self, con: sqlite3.Connection) -> None:
+        if self._ready:
+            return
+        with self._schema_lock:
+            if self._ready:
+                return
+            try:
+                con.execute("PRAGMA journal_mode=WAL")
+                cols = ", ".join(
+                    f"{c} INTEGER PRIMARY KEY AUTOINCREMENT" if c == "id" else f"{c} {_sql_type(c)}"
+                    for c in COLUMNS)
+                con.execute(f"CREATE TABLE IF NOT EXISTS measurements ({cols})")
+                have = {r[1] for r in con.execute("PRAGMA table_info(measurements)")}
+                for c in COLUMNS:
+                    if c not in have:  # an older store: add the new column, keep every row
+                        con.execute(f"ALTER TABLE measurements ADD COLUMN {c} {_sql_type(c)}")
+                con.execute(
+                    "CREATE TABLE IF NOT EXISTS rollouts (measurement_id INTEGER PRIMARY KEY, "
+                    "names TEXT, data BLOB)")
+                con.execute("CREATE INDEX IF NOT EXISTS by_spec ON measurements "
+                            "(problem, representation, n_states, horizon, target)")
+                con.commit()
+            except sqlite3.Error as err:
+                con.close()
+                raise self._fail(err) from None
+            self._ready = True
+
+    def _run(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+        con = self._connect()
+        try:
+            with con:
+                return con.execute(sql, tuple(params)).fetchall()
+        except sqlite3.Error as err:
+            raise self._fail(err) from None
+        finally:
+            con.close()
+
+    # -- writing -----------------------------------------------------------------------
+    def add(self, row: Mapping[str, Any], rollout: tuple[list[str], np.ndarray] | None = None) -> int:
+        """Store one row (unknown keys are ignored) and, optionally, its rollout; return its id."""
+        values = {c: _plain(row.get(c)) for c in COLUMNS if c != "id" and c in row}
+        values.setdefault("finished_at", time.time())
+        names = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        con = self._connect()
+        try:
+            with con:
+                cur = con.execute(f"INSERT INTO measurements ({names}) VALUES ({marks})",
+                                  tuple(values.values()))
+                row_id = int(cur.lastrowid)
+                if rollout is not None:
+                    con.execute("INSERT INTO rollouts VALUES (?, ?, ?)",
+                                (row_id, "\n".join(rollout[0]), _to_npy(rollout[1])))
+        except sqlite3.Error as err:
+            raise self._fail(err) from None
+        finally:
+            con.close()
+        return row_id
+
+    # -- reading -----------------------------------------------------------------------
+    def rows(self, *, run_id: str | None = None, status: str | None = None,
+             since_id: int = 0, limit: int | None = None) -> pd.DataFrame:
+        """Stored rows, oldest first, as a DataFrame with :data:`COLUMNS`."""
+        where, params = ["id > ?"], [since_id]
+        if run_id is not None:
+            where.append("run_id = ?")
+            params.append(run_id)
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        sql = f"SELECT {', '.join(COLUMNS)} FROM measurements WHERE {' AND '.join(where)} ORDER BY id"
+        if limit is not None:
+            sql = (f"SELECT * FROM ({sql.replace('ORDER BY id', 'ORDER BY id DESC')} LIMIT {int(limit)}) "
+                   "ORDER BY id")
+        return to_frame(self._run(sql, params))
+
+    def rollout(self, measurement_id: int) -> tuple[list[str], np.ndarray] | None:
+        """The (names, array of shape (horizon, len(names))) rollout stored with a row, if any."""
+        found = self._run("SELECT names, data FROM rollouts WHERE measurement_id = ?",
+                          (int(measurement_id),))
+        if not found:
+            return None
+        names, blob = found[0]
+        return names.split("\n"), np.load(io.BytesIO(blob), allow_pickle=False)
+
+    def runs(self) -> pd.DataFrame:
+        """One line per run id: how many rows, how many ok, first and last finish time."""
+        found = self._run(
+            "SELECT run_id, COUNT(*), SUM(status = 'ok'), MIN(finished_at), MAX(finished_at) "
+            "FROM measurements GROUP BY run_id ORDER BY MIN(id)")
+        return pd.DataFrame(found, columns=["run_id", "rows", "ok", "first", "last"])
+
+    def __len__(self) -> int:
+        return int(self._run("SELECT COUNT(*) FROM measurements")[0][0])
+
+    def export(self, path: str | os.PathLike, **filters: Any) -> Path:
+        """Write rows to ``.csv`` or ``.parquet`` (chosen by the suffix); return the path."""
+        return export_frame(self.rows(**filters), path)
+
+
+def export_frame(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Write a results DataFrame to ``.csv`` or ``.parquet`` by suffix."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        frame.to_csv(path, index=False)
+    elif suffix in (".parquet", ".pq"):
+        frame.to_parquet(path, index=False)
+    else:
+        raise ValueError(f"cannot export to {path.name!r}: use a .csv or .parquet file name")
+    return path
+
+
+def to_frame(records: Iterable[tuple] | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """A results DataFrame with :data:`COLUMNS`, from tuples in column order or dicts."""
+    records = list(records)
+    if records and isinstance(records[0], Mapping):
+        frame = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in records], columns=list(COLUMNS))
+    else:
+        frame = pd.DataFrame(records, columns=list(COLUMNS))
+    for c in COLUMNS:
+        if c in _TEXT:
+            frame[c] = frame[c].astype(object)
+        elif c in _INT:
+            frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("Int64")
+        else:
+            frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)
+    return frame
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _to_npy(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    return buf.getvalue()

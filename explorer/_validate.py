@@ -1,0 +1,66 @@
+"""Checks of user input shared by the library, the CLI and the dashboard.
+
+Every check raises ``ValueError`` with one line that names the valid choices or range, so the
+CLI can print it as it is and the dashboard can show it in an alert.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+MAX_N_STATES = 10_000
+MAX_HORIZON = 100_000
+MAX_UNROLL = 1_000
+MAX_REPEATS = 100
+TARGETS = ("loss", "grad")
+
+
+def check_int(name: str, value: Any, low: int, high: int) -> int:
+    """``value`` as an int in ``[low, high]``; bools, floats and strings are refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer between {low} and {high}, got {value!r}")
+    return int(value)
+
+
+def check_choice(kind: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"unknown {kind} {value!r}; choose one of: {', '.join(choices)}")
+    return value
+
+
+def check_many(kind: str, values: Any, choices: Sequence[str]) -> tuple[str, ...]:
+    """One name or a non-empty list of names, each one of ``choices``; order kept, no repeats."""
+    if isinstance(values, str):
+        values = [values]
+    values = list(dict.fromkeys(values or []))
+    if not values:
+        raise ValueError(f"choose at least one {kind}: {', '.join(choices)}")
+    return tuple(check_choice(kind, v, choices) for v in values)
+
+
+def check_ints(name: str, values: Any, low: int, high: int) -> tuple[int, ...]:
+    """One int or a non-empty list of ints in range; sorted, no repeats."""
+    if isinstance(values, (numbers.Integral, str, bool)) or not isinstance(values, Iterable):
+        values = [values]
+    values = list(values)
+    if not values:
+        raise ValueError(f"{name} needs at least one value between {low} and {high}")
+    return tuple(sorted({check_int(name, v, low, high) for v in values}))
+
+
+def check_n_states(n: Any) -> int:
+    return check_int("n_states", n, 1, MAX_N_STATES)
+
+
+def check_horizon(h: Any) -> int:
+    return check_int("horizon", h, 1, MAX_HORIZON)
+
+
+def check_unroll(u: Any) -> int:
+    return check_int("unroll", u, 1, MAX_UNROLL)
+
+
+def check_target(t: Any) -> str:
+    return check_choice("target", t, TARGETS)

@@ -1,0 +1,343 @@
+"""A reused worker process that runs measurements one at a time.
+
+XLA can crash, hang or run out of memory on a big program; none of that may take the caller
+(a CLI sweep, a notebook, the dashboard server) down. :class:`WorkerExecutor` follows the
+``concurrent.futures.Executor`` interface, so a cluster executor can stand in for it later:
+jobs queue in order, one runs at a time in a child process (so timings never overlap), a job
+over its timeout or cancelled kills the child, and the next job gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import itertools
+import multiprocessing as mp
+import os
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class WorkerError(RuntimeError):
+    """A job did not finish in the worker; ``status`` says why (see subclasses)."""
+
+    status = "crashed"
+
+
+class WorkerCrashed(WorkerError):
+    status = "crashed"
+
+
+class MeasurementTimeout(WorkerError):
+    status = "timeout"
+
+
+class WorkerCancelled(WorkerError):
+    status = "cancelled"
+
+
+class WorkerOutOfMemory(WorkerError):
+    status = "oom"
+
+
+class RemoteError(RuntimeError):
+    """An exception raised inside the worker that could not be sent back as itself."""
+
+
+# -- inside the worker -------------------------------------------------------------------
+_conn = None
+
+
+def report(stage: str) -> None:
+    """Tell the parent which stage the current job is in (no-op outside a worker)."""
+    if _conn is not None:
+        try:
+            _conn.send(("stage", stage, time.time()))
+        except (OSError, ValueError):
+            pass
+
+
+def _worker_main(conn: Any, memory_limit_bytes: int | None) -> None:
+    global _conn
+    _conn = conn
+    if memory_limit_bytes:
+        import resource  # noqa: PLC0415 - POSIX only, worker only
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        fn, args, kwargs = job
+        try:
+            result = fn(*args, **kwargs)
+            message = ("ok", result)
+        except BaseException as err:  # noqa: BLE001 - everything goes back to the parent
+            message = ("error", err, traceback.format_exc())
+        try:
+            conn.send(message)
+        except Exception as err:  # the result or the exception did not pickle
+            conn.send(("error", RemoteError(f"{type(err).__name__}: {err}"), ""))
+
+
+# -- in the parent -----------------------------------------------------------------------
+@dataclasses.dataclass
+class _Job:
+    future: cf.Future
+    fn: Callable
+    args: tuple
+    kwargs: dict
+    timeout: float | None
+    label: str
+    seq: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerStatus:
+    """What the worker is doing now: the running job's label and stage, and the queue."""
+
+    running: str | None
+    stage: str | None
+    started_at: float | None
+    queued: tuple[str, ...]
+
+    @property
+    def elapsed_s(self) -> float | None:
+        return None if self.started_at is None else time.time() - self.started_at
+
+
+class WorkerExecutor(cf.Executor):
+    """Run picklable top-level functions in one reused child process, one job at a time.
+
+    Args:
+      timeout: default seconds a job may run before the worker is killed and replaced (the
+        job's future then raises :class:`MeasurementTimeout`); ``None`` for no limit.
+      memory_limit_bytes: an address-space limit for the child (``RLIMIT_AS``), so a runaway
+        compile fails as :class:`WorkerOutOfMemory` instead of exhausting the machine.
+      env: extra environment variables for the child.
+    """
+
+    def __init__(self, timeout: float | None = DEFAULT_TIMEOUT_S, *,
+                 memory_limit_bytes: int | None = None, env: dict[str, str] | None = None):
+        self.timeout = timeout
+        self.memory_limit_bytes = memory_limit_bytes
+        # A child that uses a GPU must not grab most of its memory up front.
+        self.env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", **(env or {})}
+        self._ctx = mp.get_context("spawn")
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._pending: list[_Job] = []
+        self._lock = threading.Lock()
+        self._seq = itertools.count()
+        self._shutdown = False
+        self._cancel_current = threading.Event()
+        self._current: _Job | None = None
+        self._stage: str | None = None
+        self._started: float | None = None
+        self._process: Any = None
+        self._conn: Any = None
+        self.jobs_done = 0
+        self.workers_started = 0
+        self._thread = threading.Thread(target=self._dispatch, name="explorer-worker", daemon=True)
+        self._thread.start()
+
+    # -- Executor interface ------------------------------------------------------------
+    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> cf.Future:
+        return self.submit_with(fn, args, kwargs)
+
+    def submit_with(self, fn: Callable, args: tuple = (), kwargs: dict | None = None, *,
+                    timeout: float | None | str = "default", label: str | None = None) -> cf.Future:
+        """Like ``submit`` with a per-job ``timeout`` and a ``label`` shown in :attr:`status`."""
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to a WorkerExecutor after shutdown")
+            job = _Job(cf.Future(), fn, tuple(args), dict(kwargs or {}),
+                       self.timeout if timeout == "default" else timeout,
+                       label or getattr(fn, "__name__", "job"), next(self._seq))
+            self._pending.append(job)
+        self._queue.put(job)
+        return job.future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+            pending = list(self._pending)
+        if cancel_futures:
+            for job in pending:
+                job.future.cancel()
+        self._queue.put(None)
+        if wait:
+            self._thread.join()
+        self._stop_process()
+
+    # -- control and status ------------------------------------------------------------
+    def cancel_running(self) -> bool:
+        """Kill the job that is running now (its future raises :class:`WorkerCancelled`)."""
+        with self._lock:
+            if self._current is None:
+                return False
+            self._cancel_current.set()
+            return True
+
+    def cancel(self, future: cf.Future) -> bool:
+        """Cancel a queued job, or kill it if it is the running one."""
+        if future.cancel():
+            return True
+        with self._lock:
+            running = self._current is not None and self._current.future is future
+        return self.cancel_running() if running else False
+
+    @property
+    def status(self) -> WorkerStatus:
+        with self._lock:
+            current = self._current
+            queued = tuple(j.label for j in self._pending
+                           if j is not current and not j.future.done())
+            return WorkerStatus(current.label if current else None,
+                                self._stage if current else None,
+                                self._started if current else None, queued)
+
+    def queue_position(self, future: cf.Future) -> int | None:
+        """0 when running, k when k jobs run or wait ahead of it, ``None`` when done/unknown."""
+        with self._lock:
+            alive = [j for j in self._pending if not j.future.done() or j is self._current]
+            for position, job in enumerate(alive):
+                if job.future is future:
+                    return position
+        return None
+
+    # -- dispatcher thread -------------------------------------------------------------
+    def _ensure_process(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            return
+        self._stop_process()
+        parent, child = self._ctx.Pipe()
+        saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)  # spawn copies the parent's environment at start
+        try:
+            process = self._ctx.Process(target=_worker_main, args=(child, self.memory_limit_bytes),
+                                        name="explorer-measure-worker", daemon=True)
+            process.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        child.close()
+        self._process, self._conn = process, parent
+        self.workers_started += 1
+
+    def _stop_process(self) -> None:
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        if conn is not None:
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+            conn.close()
+        if process is not None:
+            process.join(timeout=2)
+            if process.is_alive():
+                process.kill()
+                process.join()
+
+    def _kill_process(self) -> None:
+        process = self._process
+        if process is not None and process.is_alive():
+            process.kill()
+            process.join()
+        if self._conn is not None:
+            self._conn.close()
+        self._process = self._conn = None
+
+    def _dispatch(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            if not job.future.set_running_or_notify_cancel():
+                with self._lock:
+                    self._pending.remove(job)
+                continue
+            with self._lock:
+                self._current, self._stage, self._started = job, "starting", time.time()
+                self._cancel_current.clear()
+            try:
+                outcome = self._run(job)
+            except BaseException as err:  # noqa: BLE001 - never let the dispatcher die
+                outcome = ("exception", WorkerCrashed(f"worker failed: {err}"))
+            with self._lock:
+                self._current = None
+                self._pending.remove(job)
+            kind, value = outcome
+            if kind == "result":
+                job.future.set_result(value)
+            else:
+                job.future.set_exception(value)
+            self.jobs_done += 1
+
+    def _run(self, job: _Job) -> tuple[str, Any]:
+        self._ensure_process()
+        try:
+            self._conn.send((job.fn, job.args, job.kwargs))
+        except Exception as err:  # the job did not pickle
+            return "exception", TypeError(f"cannot send job {job.label!r} to the worker: {err}")
+        start = time.monotonic()
+        while True:
+            if self._cancel_current.is_set():
+                self._kill_process()
+                return "exception", WorkerCancelled(f"{job.label}: cancelled")
+            if job.timeout is not None and time.monotonic() - start > job.timeout:
+                self._kill_process()
+                return "exception", MeasurementTimeout(
+                    f"{job.label}: no result after {job.timeout:g} s; the worker was replaced")
+            try:
+                ready = self._conn.poll(0.05)
+            except (OSError, EOFError):
+                ready = False
+            if ready:
+                try:
+                    message = self._conn.recv()
+                except (EOFError, OSError):
+                    message = None
+                if message is not None:
+                    if message[0] == "stage":
+                        with self._lock:
+                            self._stage = message[1]
+                        continue
+                    if message[0] == "ok":
+                        return "result", message[1]
+                    err = message[1]
+                    if isinstance(err, MemoryError):
+                        self._kill_process()  # its heap may be in any state
+                        return "exception", WorkerOutOfMemory(
+                            f"{job.label}: out of memory in the worker; the worker was replaced")
+                    return "exception", err
+            if self._process is None or not self._process.is_alive():
+                code = self._process.exitcode if self._process is not None else None
+                self._kill_process()
+                return "exception", WorkerCrashed(
+                    f"{job.label}: the worker process died (exit code {code}); it was replaced")
+
+
+_shared: WorkerExecutor | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_executor() -> WorkerExecutor:
+    """The process-wide worker every dashboard session queues on (created on first use)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = WorkerExecutor()
+        return _shared

@@ -1,0 +1,199 @@
+"""``pytree-explorer``: headless sweeps, and the results stored from them.
+
+Bad input ends with one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import pandas as pd
+
+from . import _validate as v
+
+TABLE_COLUMNS = ["id", "problem", "representation", "target", "n_states", "horizon", "status",
+                 "trace_s", "lower_s", "compile_s", "hlo_pre_bytes", "hlo_post_bytes",
+                 "jaxpr_eqns", "run_s", "backend"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        self.exit(2, f"pytree-explorer: error: {message}\n")
+
+
+def _int_list(name: str, low: int, high: int):
+    def parse(text: str) -> list[int]:
+        values = []
+        for part in text.replace(",", " ").split():
+            try:
+                values.append(int(part))
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"{name} must be integers between {low} and {high}, got {part!r}") from None
+        try:
+            return list(v.check_ints(name, values, low, high))
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return parse
+
+
+def _name_list(text: str) -> list[str]:
+    return [p for p in text.replace(",", " ").split() if p]
+
+
+def _positive_float(text: str) -> float | None:
+    if text.lower() in ("none", "0"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"timeout must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"timeout must be positive, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="pytree-explorer",
+                     description="Measure what the shape of your JAX state costs to compile.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    store_help = "SQLite results file (default: $PYTREE_EXPLORER_DB or ~/.local/share/pytree-explorer/results.sqlite)"
+
+    s = sub.add_parser("sweep", help="measure a problem over state counts and store every row")
+    s.add_argument("--problem", default="decay", help="decay, oscillator or lotka_volterra")
+    s.add_argument("--representations", "-r", type=_name_list, default=None,
+                   help="comma-separated (default: all of dict,array,unflatten,ravel,module,struct,named)")
+    s.add_argument("--n-states", "-n", type=_int_list("n_states", 1, v.MAX_N_STATES),
+                   default=[10, 30, 100], help="comma-separated state counts (default 10,30,100)")
+    s.add_argument("--horizons", type=_int_list("horizon", 1, v.MAX_HORIZON), default=[200],
+                   help="comma-separated scan lengths (default 200)")
+    s.add_argument("--targets", type=_name_list, default=["loss", "grad"], help="loss, grad or both")
+    s.add_argument("--unroll", type=_int_list("unroll", 1, v.MAX_UNROLL), default=[1],
+                   help="scan unroll (default 1)")
+    s.add_argument("--repeats", type=_int_list("repeats", 1, v.MAX_REPEATS), default=[1],
+                   help="cold repeats per measurement; medians are stored (default 1)")
+    s.add_argument("--backend", default=None, help="cpu, gpu, ... (default: JAX's default)")
+    s.add_argument("--timeout", type=_positive_float, default=600.0,
+                   help="seconds per measurement before the worker is killed (default 600; 0 for none)")
+    s.add_argument("--store", default=None, help=store_help)
+    s.add_argument("--no-store", action="store_true", help="do not write to the store")
+    s.add_argument("--redo", action="store_true", help="measure again cases already stored")
+    s.add_argument("--rollouts", action="store_true", help="also store rollout trajectories")
+    s.add_argument("--out", default=None, help="also write this sweep's rows to a .csv or .parquet file")
+    s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+    ls = sub.add_parser("list", help="print stored rows")
+    ls.add_argument("--store", default=None, help=store_help)
+    ls.add_argument("--run", default=None, help="only this run id")
+    ls.add_argument("--status", default=None, help="only rows with this status (ok, timeout, ...)")
+    ls.add_argument("--last", type=_int_list("last", 1, 10**9), default=[50], help="at most this many rows (default 50)")
+
+    ex = sub.add_parser("export", help="write stored rows to a .csv or .parquet file")
+    ex.add_argument("out", help="output file (.csv or .parquet)")
+    ex.add_argument("--store", default=None, help=store_help)
+    ex.add_argument("--run", default=None, help="only this run id")
+
+    ru = sub.add_parser("runs", help="one line per stored run")
+    ru.add_argument("--store", default=None, help=store_help)
+
+    fit = sub.add_parser("fit", help="fit metric ≈ c·N^k to stored rows")
+    fit.add_argument("--store", default=None, help=store_help)
+    fit.add_argument("--run", default=None, help="only this run id")
+    fit.add_argument("--metrics", type=_name_list, default=["compile_s", "hlo_pre_bytes"],
+                     help="comma-separated (default compile_s,hlo_pre_bytes)")
+
+    sub.add_parser("problems", help="list the problems")
+    sub.add_parser("representations", help="list the representations")
+    return parser
+
+
+def _print_table(frame: pd.DataFrame) -> None:
+    if frame.empty:
+        print("(no rows)")
+        return
+    cols = [c for c in TABLE_COLUMNS if c in frame.columns]
+    with pd.option_context("display.max_rows", None, "display.width", 200,
+                           "display.float_format", "{:.4g}".format):
+        print(frame[cols].to_string(index=False))
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from tqdm import tqdm  # noqa: PLC0415
+
+    from ._store import Store, export_frame  # noqa: PLC0415
+    from ._sweep import SweepEvent, sweep  # noqa: PLC0415
+
+    store = False if args.no_store else Store(args.store)
+    bar = None
+
+    def progress(event: SweepEvent) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=event.total, unit="case", disable=args.quiet, file=sys.stderr)
+        bar.set_description(event.spec.label)
+        if event.row is not None:
+            bar.update(1)
+            if event.row.get("status") != "ok":
+                bar.write(f"{event.spec.label}: {event.row['status']}: {event.row.get('error')}")
+
+    try:
+        frame = sweep(args.problem, args.representations, args.n_states, args.horizons,
+                      args.targets, unroll=args.unroll[0], repeats=args.repeats[0],
+                      backend=args.backend, store=store, timeout=args.timeout,
+                      progress=progress, resume=not args.redo)
+    finally:
+        if bar is not None:
+            bar.close()
+    _print_table(frame)
+    if args.out:
+        print(f"wrote {export_frame(frame, args.out)}")
+    if store is not False:
+        print(f"stored in {store.path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "sweep":
+            return _sweep(args)
+        if args.command == "problems":
+            from ._problems import problems  # noqa: PLC0415
+
+            for name, problem in problems().items():
+                print(f"{name:16s} {problem.description}")
+            return 0
+        if args.command == "representations":
+            from ._representations import representations  # noqa: PLC0415
+
+            for name, text in representations().items():
+                print(f"{name:10s} {text}")
+            return 0
+        from ._store import Store  # noqa: PLC0415
+
+        store = Store(args.store)
+        if args.command == "list":
+            _print_table(store.rows(run_id=args.run, status=args.status, limit=args.last[0]))
+        elif args.command == "export":
+            print(f"wrote {store.export(args.out, run_id=args.run)}")
+        elif args.command == "runs":
+            print(store.runs().to_string(index=False))
+        elif args.command == "fit":
+            from ._sweep import scaling_exponents  # noqa: PLC0415
+
+            fits = scaling_exponents(store.rows(run_id=args.run), metrics=args.metrics)
+            print(fits.to_string(index=False) if not fits.empty else "(not enough rows to fit)")
+        return 0
+    except ValueError as err:  # bad input, a bad store file: one line, status 2
+        print(f"pytree-explorer: error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pytree-explorer: interrupted; finished rows are in the store", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

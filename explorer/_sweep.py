@@ -121,6 +121,20 @@ def available_backends() -> list[str]:
     return found
 
 
+def check_backend(backend: Any) -> str:
+    """``backend`` if JAX can use it where this runs (the worker); else a one-line ValueError."""
+    import jax  # noqa: PLC0415
+
+    try:
+        if not isinstance(backend, str):
+            raise TypeError
+        jax.devices(backend)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"backend {backend!r} is not available here; choose one of: "
+                         f"{', '.join(available_backends())}") from None
+    return backend
+
+
 def failed_row(spec: Spec, err: BaseException) -> dict[str, Any]:
     """The row stored for a spec that produced no measurement."""
     status = err.status if isinstance(err, WorkerError) else "error"
@@ -204,6 +218,8 @@ def sweep(
     executor = executor or WorkerExecutor(timeout=timeout)
     run_id = run_id or uuid.uuid4().hex[:12]
     try:
+        if backend is not None:  # bad input: one error now, not one failed row per case
+            executor.submit(check_backend, backend).result()
         done_rows = _finished(db, specs, executor, backend) if (db is not None and resume) else {}
         rows: list[dict[str, Any]] = []
         for i, spec in enumerate(specs):

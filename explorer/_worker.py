@@ -15,6 +15,7 @@ import itertools
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 import time
 import traceback
@@ -326,6 +327,13 @@ class WorkerExecutor(cf.Executor):
             if self._process is None or not self._process.is_alive():
                 code = self._process.exitcode if self._process is not None else None
                 self._kill_process()
+                if self.memory_limit_bytes and code == -signal.SIGABRT:
+                    # Under RLIMIT_AS a failed allocation inside XLA aborts the process (a
+                    # failed CHECK or an uncaught std::bad_alloc); it never raises MemoryError.
+                    return "exception", WorkerOutOfMemory(
+                        f"{job.label}: the worker aborted (exit code {code}) under its memory "
+                        f"limit of {self.memory_limit_bytes / 2**30:.3g} GiB, most likely out of "
+                        "memory; it was replaced")
                 return "exception", WorkerCrashed(
                     f"{job.label}: the worker process died (exit code {code}); it was replaced")
 

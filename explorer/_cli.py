@@ -141,7 +141,8 @@ def _sweep(args: argparse.Namespace) -> int:
     try:
         frame = sweep(args.problem, args.representations, args.n_states, args.horizons,
                       args.targets, unroll=args.unroll[0], repeats=args.repeats[0],
-                      backend=args.backend, store=store, timeout=args.timeout,
+                      backend=args.backend, rollouts=args.rollouts, store=store,
+                      timeout=args.timeout,
                       progress=progress, resume=not args.redo)
     finally:
         if bar is not None:

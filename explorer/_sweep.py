@@ -145,12 +145,25 @@ def failed_row(spec: Spec, err: BaseException) -> dict[str, Any]:
 
 
 def run_one(spec: Spec, executor: cf.Executor, *, timeout: float | None | str = "default",
-            store: Store | None = None, run_id: str | None = None) -> tuple[dict[str, Any], cf.Future]:
-    """Measure one spec through ``executor``; store the row (ok or not) and return it."""
+            store: Store | None = None, run_id: str | None = None,
+            cancel: threading.Event | None = None) -> tuple[dict[str, Any], cf.Future]:
+    """Measure one spec through ``executor``; store the row (ok or not) and return it.
+
+    Setting ``cancel`` while it runs cancels this job only (on a shared executor, other
+    callers' jobs are left alone).
+    """
     if isinstance(executor, WorkerExecutor):
         future = executor.submit_with(run_spec, (spec,), timeout=timeout, label=spec.label)
     else:
         future = executor.submit(run_spec, spec)
+    if cancel is not None:
+        while not cf.wait([future], timeout=0.05).done:
+            if cancel.is_set():
+                if isinstance(executor, WorkerExecutor):
+                    executor.cancel(future)
+                else:
+                    future.cancel()
+                break
     rollout = None
     try:
         result = future.result()
@@ -233,12 +246,8 @@ def sweep(
                 continue
             if progress:
                 progress(SweepEvent(i, len(specs), spec))
-            watcher = _cancel_watcher(cancel, executor) if cancel is not None else None
-            try:
-                row, _ = run_one(spec, executor, timeout=timeout, store=db, run_id=run_id)
-            finally:
-                if watcher is not None:
-                    watcher.set()
+            row, _ = run_one(spec, executor, timeout=timeout, store=db, run_id=run_id,
+                             cancel=cancel)
             rows.append(row)
             if progress:
                 progress(SweepEvent(i + 1, len(specs), spec, row))
@@ -269,21 +278,6 @@ def _finished(db: Store, specs: list[Spec], executor: cf.Executor, backend: str 
         if key in keys:
             found[key] = {c: record[c] for c in COLUMNS}  # the latest stored row wins
     return found
-
-
-def _cancel_watcher(cancel: threading.Event, executor: cf.Executor) -> threading.Event:
-    """Kill the running job as soon as ``cancel`` is set; stop watching when told to."""
-    finished = threading.Event()
-
-    def watch() -> None:
-        while not finished.is_set():
-            if cancel.wait(0.05):
-                if isinstance(executor, WorkerExecutor) and not finished.is_set():
-                    executor.cancel_running()
-                return
-
-    threading.Thread(target=watch, daemon=True).start()
-    return finished
 
 
 # -- scaling laws ------------------------------------------------------------------------

@@ -83,3 +83,16 @@ def test_cli_lists_problems_and_representations(capsys):
     out = capsys.readouterr().out
     assert [line.split()[0] for line in out.splitlines()] == [
         "dict", "array", "unflatten", "ravel", "module", "struct", "named"]
+
+
+def test_cli_rollouts_are_stored(tmp_path):
+    import explorer
+
+    db = tmp_path / "r.sqlite"
+    done = _cli("sweep", "--problem", "oscillator", "-r", "struct", "-n", "2", "--horizons", "7",
+                "--targets", "loss", "--store", str(db), "--rollouts", "-q")
+    assert done.returncode == 0, done.stderr
+    store = explorer.Store(db)
+    names, data = store.rollout(int(store.rows().id.iloc[0]))
+    assert names == ["position_0", "position_1", "velocity_0", "velocity_1"]
+    assert data.shape == (7, 4)

@@ -186,3 +186,27 @@ def test_broken_store_file_is_reported_and_left_alone(tmp_path):
         explorer.Store(path).rows()
     assert "\n" not in str(info.value)
     assert path.read_bytes() == junk
+
+
+def test_cancelling_a_sweep_leaves_other_callers_jobs_alone():
+    import threading
+
+    ex = explorer.WorkerExecutor(timeout=60)
+    try:
+        ex.submit(_pid).result()  # warm
+        other = ex.submit_with(_sleep, (2,), label="another session's job")
+        cancel = threading.Event()
+        out = {}
+        thread = threading.Thread(target=lambda: out.setdefault("df", explorer.sweep(
+            "decay", ["array"], [2], 4, "loss", store=False, executor=ex, cancel=cancel)))
+        thread.start()
+        deadline = time.time() + 10
+        while not ex.status.queued and time.time() < deadline:
+            time.sleep(0.02)
+        assert ex.status.running == "another session's job"
+        cancel.set()
+        thread.join(30)
+        assert out["df"].status.tolist() == ["cancelled"]
+        assert other.result(timeout=30) == 2  # not killed by the other caller's cancel
+    finally:
+        ex.shutdown()

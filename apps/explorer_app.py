@@ -1,0 +1,12 @@
+"""The PyTree Compile Explorer page.
+
+    panel serve apps/explorer_app.py --address 127.0.0.1 --allow-websocket-origin localhost:5006 --allow-websocket-origin 127.0.0.1:5006
+
+Pass ``--address 127.0.0.1``: without it ``panel serve`` listens on every interface. To let other
+machines in, opt in explicitly, e.g. ``--address 0.0.0.0 --allow-websocket-origin=HOST:5006``.
+Results go to ``$PYTREE_EXPLORER_DB`` (default ``~/.local/share/pytree-explorer/results.sqlite``).
+"""
+
+import explorer
+
+explorer.dashboard().servable(title="PyTree Compile Explorer")

@@ -1,0 +1,346 @@
+"""The Panel dashboard: a thin view of :class:`explorer._model.ExplorerModel`.
+
+Served with ``panel serve apps/explorer_app.py`` (a template around it), or shown in a notebook
+after ``pn.extension()`` with ``explorer.dashboard()`` (the plain layout). All behaviour lives in
+the model; this module only builds widgets from its parameters, lays them out, and hands updates
+from background threads to the session's event loop.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pandas as pd
+import panel as pn
+import param
+from panel.io.state import set_curdoc
+
+from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
+
+__all__ = ["Dashboard", "ExplorerModel", "dashboard"]
+
+TITLE = "PyTree Compile Explorer"
+REFRESH_MS = 5000
+
+_INTRO = (
+    "How much does the **shape of your JAX state** cost? Pick a problem, a state count *N* and "
+    "the representations to compare, then **Run**. Each case is traced, lowered and compiled "
+    "cold in a separate worker process, one at a time for all viewers."
+)
+
+
+def _schedule(doc: Any, fn: Any) -> None:
+    """Run ``fn`` on the session's event loop (called from background threads)."""
+    with set_curdoc(doc):
+        pn.state.execute(fn, schedule=True)
+
+
+def _served() -> bool:
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
+
+
+class Dashboard(pn.viewable.Viewer):
+    """Controls, four plots, a results table and a program panel around one model.
+
+    Args:
+      model: the :class:`ExplorerModel` to show (a new one by default).
+      **params: parameters for a new model (ignored when ``model`` is given).
+    """
+
+    model = param.ClassSelector(class_=ExplorerModel)
+
+    def __init__(self, model: ExplorerModel | None = None, **params: Any):
+        model_params = {k: params.pop(k) for k in list(params) if k in ExplorerModel.param}
+        store = params.pop("store", None)
+        executor = params.pop("executor", None)
+        if model is None:
+            model = ExplorerModel(store=store, executor=executor, **model_params)
+        super().__init__(model=model, **params)
+        self._periodic = None
+        doc = pn.state.curdoc
+        if _served():
+            model.dispatch = lambda fn: _schedule(doc, fn)
+            self._periodic = pn.state.add_periodic_callback(self._poll_store, period=REFRESH_MS)
+            pn.state.on_session_destroyed(self._session_destroyed)
+        self._build()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def _session_destroyed(self, session_context: Any) -> None:
+        if self._periodic is not None:
+            self._periodic.stop()
+        self.model.close()
+
+    def _poll_store(self) -> None:
+        if not self.model.running:
+            self._guard(self.model.refresh)(None)
+
+    # -- building ------------------------------------------------------------------------
+    def _build(self) -> None:
+        m = self.model
+        w = pn.widgets
+
+        self._problem = w.Select.from_param(m.param.problem, label="Problem")
+        # "other" (0) stands for a value typed in the box below, so the list never lies.
+        self._n_preset = w.Select(label="State count N (presets)",
+                                  options={"other": 0, **{f"{n:,}": n for n in N_CHOICES}},
+                                  value=m.n_states if m.n_states in N_CHOICES else 0)
+        self._n_preset.param.watch(self._preset_chosen, "value")
+        m.param.watch(self._n_changed, "n_states")
+        self._n_entry = w.IntInput.from_param(
+            m.param.n_states, label=f"…or any N (1 to {MAX_N_STATES:,})", start=1, end=None)
+        # No upper ``end`` on the inputs: an out-of-range value reaches the model, whose check
+        # (the core's own) explains the limit in an alert instead of silently clamping.
+        self._horizon = w.IntInput.from_param(m.param.horizon, label="Horizon (scan steps)",
+                                              start=1, end=None)
+        self._reps = w.CheckBoxGroup.from_param(m.param.representations, inline=False)
+        self._target = w.RadioButtonGroup.from_param(m.param.target, color="light")
+        self._unroll = w.IntInput.from_param(m.param.unroll, label="Scan unroll", start=1,
+                                             end=None)
+        self._backend = w.Select.from_param(m.param.backend, label="Backend (devices JAX sees)")
+        self._timeout = w.FloatInput.from_param(m.param.timeout_s, label="Timeout per case (s)",
+                                               start=None, end=None)
+        self._sweep_n = w.MultiChoice.from_param(m.param.sweep_n_states, label="Sweep over N")
+
+        self._run = w.Button(label="Run", color="primary",
+                             disabled=m.param.running, sizing_mode="stretch_width")
+        self._sweep = w.Button(label="Sweep", color="primary", variant="outline",
+                               disabled=m.param.running, sizing_mode="stretch_width")
+        self._cancel = w.Button(label="Cancel", color="danger",
+                                disabled=pn.bind(lambda busy: not busy, m.param.busy),
+                                sizing_mode="stretch_width")
+        self._run.on_click(self._guard(m.run))
+        self._sweep.on_click(self._guard(m.sweep))
+        self._cancel.on_click(self._guard(m.cancel))
+
+        self._status = pn.pane.Markdown(pn.bind(self._status_text, m.param.status,
+                                                m.param.busy),
+                                        sizing_mode="stretch_width", margin=(0, 10))
+        self._alert = pn.pane.Alert(m.param.alert, alert_type=m.param.alert_kind,
+                                    visible=pn.bind(bool, m.param.alert),
+                                    sizing_mode="stretch_width")
+        self._dismiss = w.Button(label="Dismiss", color="light",
+                                 visible=pn.bind(bool, m.param.alert), width=110)
+        self._dismiss.on_click(lambda event: m.clear_alert())
+        self._example = pn.pane.Markdown(
+            pn.bind(lambda show, text: f"*{text}*" if show else "", m.param.show_example,
+                    m.param.example_label),
+            sizing_mode="stretch_width", margin=(0, 10), styles={"color": "#555"})
+
+        plot_opts = dict(sizing_mode="stretch_width", min_height=340, linked_axes=False)
+        self._plots = [
+            pn.pane.HoloViews(m.compile_plot, **plot_opts),
+            pn.pane.HoloViews(m.size_plot, **plot_opts),
+            pn.pane.HoloViews(m.rollout_plot, **plot_opts),
+            pn.pane.HoloViews(m.runtime_plot, **plot_opts),
+        ]
+        view_controls = pn.Row(
+            w.Select.from_param(m.param.stage, label="Compile time: stage", width=170),
+            pn.Column(pn.pane.Markdown("Plot target", margin=(0, 10)),
+                      w.RadioButtonGroup.from_param(m.param.show_target, color="light")),
+            w.MultiChoice.from_param(m.param.rollout_states, label="Rollout states",
+                                     max_items=8, width=320),
+            w.Checkbox.from_param(m.param.show_example, margin=(34, 10, 10, 10)),
+            sizing_mode="stretch_width",
+        )
+        legend_note = pn.pane.Markdown(
+            pn.bind(lambda stage, note: (
+                "**k**: fitted exponent of size or time ≈ c·N^k (0 = flat, 1 = linear, "
+                "2 = quadratic). Program size: solid = StableHLO before optimisation, dashed = "
+                "optimised HLO."
+                + (" Compile stages: dotted = trace, dashed = lower, solid = XLA compile."
+                   if stage == "all stages" else "")
+                + " Click a legend entry to hide its lines; hover a point for exact values. "
+                + note),
+                m.param.stage, m.param.rollout_note),
+            sizing_mode="stretch_width", margin=(0, 10), styles={"font-size": "0.9em",
+                                                                  "color": "#555"})
+        self._grid = pn.Column(
+            pn.Row(self._plots[0], self._plots[1], sizing_mode="stretch_width"),
+            pn.Row(self._plots[2], self._plots[3], sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+
+        # Results table, with CSV download.
+        self._table = w.Tabulator(
+            pn.bind(lambda results: m.table(), m.param.results),
+            pagination="local", page_size=12, selectable=1, show_index=False,
+            disabled=True, sizing_mode="stretch_width", height=440,
+            header_filters={"representation": {"type": "input", "func": "like"},
+                            "status": {"type": "input", "func": "like"},
+                            "source": {"type": "input", "func": "like"}},
+            formatters={c: {"type": "money", "precision": 4, "symbol": ""}
+                        for c in ("trace_s", "lower_s", "compile_s")},
+        )
+        self._table.param.watch(self._row_selected, "selection")
+        self._csv = w.FileDownload(callback=lambda: io.BytesIO(m.csv_bytes()),
+                                   filename="pytree-explorer-results.csv",
+                                   label="Download results (CSV)", color="light", width=240)
+        self._html = w.FileDownload(callback=self._html_file,
+                                    filename="pytree-explorer-plots.html",
+                                    label="Export plots (standalone HTML)", color="light",
+                                    width=260)
+        self._refresh = w.Button(label="Load rows stored by others", color="light", width=240)
+        self._refresh.on_click(self._guard(m.refresh))
+        results_tab = pn.Column(
+            pn.Row(self._csv, self._html, self._refresh),
+            pn.pane.Markdown("Select a row, then open **Programs** to see its jaxpr, "
+                             "StableHLO, optimised HLO and equation blame.",
+                             margin=(0, 10)),
+            self._table, sizing_mode="stretch_width")
+
+        programs_tab = self._program_panel()
+        # dynamic: the Programs tab (code editors) is built when first opened, not on load.
+        self._tabs = pn.Tabs(("Results", results_tab), ("Programs", programs_tab),
+                             dynamic=True, sizing_mode="stretch_width")
+
+        self._controls = pn.Column(
+            self._problem, self._n_preset, self._n_entry, self._horizon,
+            pn.pane.Markdown("**Representations**", margin=(10, 10, 0, 10)), self._reps,
+            pn.pane.Markdown("**Target**", margin=(10, 10, 0, 10)), self._target,
+            self._unroll, self._backend, self._timeout,
+            pn.Row(self._run, self._cancel, sizing_mode="stretch_width"),
+            self._sweep_n, self._sweep,
+            pn.pane.Markdown(
+                f"Trajectories are captured when N ≤ {ROLLOUT_MAX_N}. The server listens on "
+                "127.0.0.1 unless started with `--address`.",
+                styles={"font-size": "0.85em", "color": "#555"}),
+            sizing_mode="stretch_width", min_width=260)
+        self._main = pn.Column(
+            pn.pane.Markdown(_INTRO, sizing_mode="stretch_width", margin=(0, 10)),
+            pn.Row(self._alert, self._dismiss, sizing_mode="stretch_width"),
+            self._status, self._example, view_controls, legend_note, self._grid, self._tabs,
+            sizing_mode="stretch_width")
+
+    def _program_panel(self) -> pn.Column:
+        m = self.model
+        w = pn.widgets
+        inspect = w.Button(label="Show programs of the selected row", color="primary",
+                           width=280, disabled=pn.bind(lambda s: s is None, m.param.selected))
+        inspect.on_click(self._guard(m.inspect))
+        editor = dict(readonly=True, sizing_mode="stretch_width", height=420,
+                      language="text", theme="chrome")
+        self._jaxpr = w.CodeEditor(
+            value=pn.bind(lambda p: p.get("jaxpr") or "", m.param.program), **editor)
+        self._stablehlo = w.CodeEditor(
+            value=pn.bind(lambda p: p.get("stablehlo") or "", m.param.program), **editor)
+        self._hlo = w.CodeEditor(value=pn.bind(
+            lambda p: p.get("hlo") or (p and "(this backend gives no optimised HLO text)" or ""),
+            m.param.program), **editor)
+        self._blame = w.Tabulator(
+            pn.bind(lambda b: b if b is not None else pd.DataFrame(
+                columns=["file", "line", "function", "code", "eqns", "primitives"]),
+                m.param.blame_table),
+            disabled=True, show_index=False, pagination="local", page_size=15,
+            sizing_mode="stretch_width", height=420)
+        program_title = pn.pane.Markdown(
+            pn.bind(self._program_title, m.param.program, m.param.selected), margin=(0, 10))
+
+        compare = w.Button(label="Compare", color="primary", width=140)
+        compare.on_click(self._guard(m.compare))
+        verdict = pn.pane.Markdown(pn.bind(self._verdict_text, m.param.comparison),
+                                   sizing_mode="stretch_width")
+        diff_editor = dict(editor, language="diff")
+        jaxpr_diff = w.CodeEditor(value=pn.bind(lambda c: c.get("jaxpr_diff", ""),
+                                                m.param.comparison), **diff_editor)
+        hlo_diff = w.CodeEditor(value=pn.bind(lambda c: c.get("hlo_diff", ""),
+                                              m.param.comparison), **diff_editor)
+        compare_row = pn.Row(
+            w.Select.from_param(m.param.compare_a, label="Compare", width=150),
+            w.Select.from_param(m.param.compare_b, label="with", width=150),
+            pn.Column(pn.Spacer(height=18), compare),
+            pn.pane.Markdown("at the problem, N, horizon and plot target chosen above.",
+                             margin=(32, 10, 0, 10)))
+        return pn.Column(
+            pn.Row(inspect, program_title),
+            pn.Tabs(("jaxpr", self._jaxpr), ("StableHLO", self._stablehlo),
+                    ("Optimised HLO", self._hlo), ("Equation blame", self._blame),
+                    dynamic=True, sizing_mode="stretch_width"),
+            pn.pane.Markdown("### Are two representations the same program to XLA?",
+                             margin=(20, 10, 0, 10)),
+            compare_row, verdict,
+            pn.Tabs(("jaxpr diff", jaxpr_diff), ("StableHLO diff", hlo_diff), dynamic=True,
+                    sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+
+    # -- callbacks -----------------------------------------------------------------------
+    def _guard(self, action: Any) -> Any:
+        """A click handler that runs ``action`` and turns any unexpected error into an alert:
+        a user action never kills the page or leaves only a traceback in the server log."""
+
+        def handler(event: Any) -> None:
+            try:
+                action()
+            except Exception as err:  # noqa: BLE001
+                self.model.param.update(alert=f"Unexpected error: {type(err).__name__}: {err}",
+                                        alert_kind="danger")
+
+        return handler
+
+    @staticmethod
+    def _program_title(program: dict, selected: int | None) -> str:
+        if program:
+            return f"**Programs of:** {program['title']}"
+        if selected is not None:
+            return f"Row {selected} selected: press the button."
+        return "No row selected yet."
+
+    @staticmethod
+    def _status_text(status: str, busy: bool) -> str:
+        return f"**Status:** {status}" + (" *(press Cancel to stop)*" if busy else "")
+
+    @staticmethod
+    def _verdict_text(comparison: dict) -> str:
+        if not comparison:
+            return ""
+        same = comparison.get("same_hlo")
+        head = ("**Verdict: the same program to XLA**" if same else
+                "**Verdict: different programs**")
+        return f"{head}: {comparison['title']}\n\n`{comparison['verdict']}`"
+
+    def _preset_chosen(self, event: param.parameterized.Event) -> None:
+        if event.new:
+            self.model.n_states = int(event.new)
+
+    def _n_changed(self, event: param.parameterized.Event) -> None:
+        # Keep the preset list honest: it shows N when N is a preset, and nothing otherwise.
+        self._n_preset.value = event.new if event.new in N_CHOICES else 0
+
+    def _row_selected(self, event: param.parameterized.Event) -> None:
+        rows = event.new or []
+        if not rows:
+            self.model.selected = None
+            return
+        frame = self._table.value  # selection indexes the table's value, whatever its sorting
+        index = rows[0]
+        if 0 <= index < len(frame):
+            self.model.selected = int(frame.iloc[index]["id"])
+
+    def _html_file(self) -> io.BytesIO:
+        try:
+            return io.BytesIO(self.model.html_bytes())
+        except Exception as err:  # noqa: BLE001 - shown in the page, never a dead page
+            self.model.alert = f"Could not export the plots: {err}"
+            return io.BytesIO(b"")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        # ``pn.state.served`` only answers for the served script's own frame; from a library
+        # the same question is whether this page belongs to a server session.
+        if _served():
+            # Bootstrap rather than Fast: the Fast design pulls a web font from Google, which
+            # fails (a console error) wherever the page is used offline.
+            template = pn.template.BootstrapTemplate(
+                title=TITLE, sidebar=[self._controls], main=[self._main], sidebar_width=320,
+                header_background="#1f4e79")
+            return template
+        return pn.Row(pn.Column(pn.pane.Markdown(f"## {TITLE}"), self._controls, width=300),
+                      self._main, sizing_mode="stretch_width")
+
+
+def dashboard(**params: Any) -> Dashboard:
+    """The explorer as a Panel component: ``explorer.dashboard()`` in a notebook (after
+    ``pn.extension()``), or ``.servable()`` in an app. Keyword arguments set the model's
+    parameters (``problem``, ``n_states``, ``representations``...) or pass ``store`` /
+    ``executor``."""
+    pn.extension("tabulator", "codeeditor")
+    return Dashboard(**params)

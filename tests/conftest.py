@@ -1,0 +1,123 @@
+"""Shared test setup: Debian's chromium for pytest-playwright, and a served dashboard.
+
+Browser tests (``@pytest.mark.browser``) drive ``/usr/bin/chromium`` (Playwright's own browser
+download cannot work here). Without chromium they are skipped locally; under ``CI=true`` a skipped
+browser test is reported as a failure, so a CI run can never pass without the browser tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+APP = ROOT / "apps" / "explorer_app.py"
+SERVER_START_S = 120
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright's launch arguments, pointed at the system chromium."""
+    return {
+        **browser_type_launch_args,
+        "executable_path": _chromium(),
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+    }
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": {"width": 1600, "height": 2200}}
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("browser") is None:
+        return
+    if _chromium() is None:
+        pytest.skip("chromium is not installed "
+                    "(apt-get install -y --no-install-recommends chromium)")
+    try:
+        import playwright  # noqa: F401, PLC0415
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -e '.[test]')")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and _in_ci() and item.get_closest_marker("browser") is not None:
+        report.outcome = "failed"
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.longrepr = f"browser test skipped under CI=true, which counts as a failure: {reason}"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served_app(tmp_path_factory):
+    """``panel serve apps/explorer_app.py`` on 127.0.0.1 with an empty results store.
+
+    Yields the page URL. The first request renders the app once, so the server has imported
+    everything before a test's clock starts.
+    """
+    tmp = tmp_path_factory.mktemp("served")
+    port = _free_port()
+    env = {**os.environ, "PYTREE_EXPLORER_DB": str(tmp / "results.sqlite")}
+    log = open(tmp / "panel.log", "w+")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "panel", "serve", str(APP), "--address", "127.0.0.1",
+         "--port", str(port), "--allow-websocket-origin", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/{APP.stem}"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"panel serve exited with {proc.returncode}:\n{log.read()}")
+            try:
+                with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - local
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("panel serve did not answer in time")
+            time.sleep(0.3)
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)  # the server and its measuring worker
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=20)
+        log.seek(0)
+        text = log.read()
+        log.close()
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "panel-serve.log").write_text(text)

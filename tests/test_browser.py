@@ -1,0 +1,155 @@
+"""End to end: Debian's chromium against ``panel serve apps/explorer_app.py`` on 127.0.0.1.
+
+Screenshots land in ``test-artifacts/`` for a person to look at. Sizes are tiny (N ≤ 3,
+horizon ≤ 6) except in the cancel test, whose run is meant to be long and is stopped.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+LOAD_S = 60_000  # ms, first page of a fresh server (it imports JAX and starts the worker)
+RUN_S = 120_000
+
+
+def _console_errors(page) -> list[str]:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    return errors
+
+
+def _open(page, url):
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    page.goto(url)
+    expect(page.locator(".bk-Figure")).to_have_count(4, timeout=LOAD_S)
+    expect(page.get_by_text("Status:")).to_be_visible(timeout=LOAD_S)
+
+
+def _set_number(page, label: str, value: int) -> None:
+    box = page.locator(".bk-input-group", has_text=label).locator("input").first
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def _plotted(page) -> set[tuple[str, float]]:
+    """(line label, N) of every point the Bokeh plots hold (from their data sources)."""
+    pairs = page.evaluate("""() => {
+        const out = [];
+        for (const doc of Bokeh.documents) {
+            for (const m of doc.all_models) {
+                if (!m.data) continue;
+                const d = m.data instanceof Map ? Object.fromEntries(m.data) : m.data;
+                if (!d.line || !d.n_states) continue;
+                const lines = Array.from(d.line), ns = Array.from(d.n_states);
+                lines.forEach((line, i) => out.push([line, ns[i]]));
+            }
+        }
+        return out;
+    }""")
+    return {(line, n) for line, n in pairs}
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def test_page_loads_with_the_example_and_no_console_errors(page, served_app):
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    errors = _console_errors(page)
+    _open(page, served_app)
+    expect(page.get_by_text("Example sweep shipped with the package")).to_be_visible()
+    expect(page.locator(".tabulator-row", has_text="example").first).to_be_visible()
+    assert any(line.startswith("dict") for line, _ in _plotted(page))
+    page.wait_for_timeout(1000)
+    _shot(page, "page-loaded.png")
+    assert errors == []
+
+
+def test_run_adds_a_row_to_the_table_and_to_the_plots(page, served_app):
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    errors = _console_errors(page)
+    _open(page, served_app)
+    _set_number(page, "or any N", 3)
+    _set_number(page, "Horizon", 6)
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_text(re.compile(r"Run finished: 2 of 2"))).to_be_visible(timeout=RUN_S)
+    expect(page.locator(".tabulator-row", has_text="measured")).to_have_count(2)
+    plotted = _plotted(page)
+    assert {("dict", 3), ("array", 3)} <= plotted, plotted
+    page.wait_for_timeout(1000)
+    _shot(page, "after-run.png")
+    # The results and the plots leave the page as files.
+    with page.expect_download() as csv:
+        page.get_by_role("button", name="Download results (CSV)").click()
+    header, *rows = Path(csv.value.path()).read_text().splitlines()
+    assert header.startswith("id,") and header.endswith(",source")
+    assert sum(row.endswith(",measured") for row in rows) == 2
+    with page.expect_download() as html:
+        page.get_by_role("button", name="Export plots (standalone HTML)").click()
+    exported = Path(html.value.path()).read_bytes()
+    assert exported.startswith(b"<!DOCTYPE html>") and b"Bokeh" in exported
+    page.wait_for_timeout(500)
+    assert errors == []
+
+
+def test_bad_input_shows_an_alert_and_the_page_stays_alive(page, served_app):
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    _open(page, served_app)
+    _set_number(page, "or any N", 20000)
+    page.get_by_role("button", name="Run", exact=True).click()
+    alert = page.locator(".alert", has_text="Bad input")
+    expect(alert).to_be_visible(timeout=10_000)
+    expect(alert).to_contain_text("n_states")
+    _shot(page, "bad-input.png")
+    page.get_by_role("button", name="Dismiss").click()
+    expect(alert).to_be_hidden()
+
+
+def test_cancel_stops_a_long_run(page, served_app):
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    _open(page, served_app)
+    _set_number(page, "or any N", 3000)
+    page.locator("#sidebar").get_by_role("button", name="grad", exact=True).click()
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_text(re.compile(r"dict N=3000 .* stage"))).to_be_visible(timeout=RUN_S)
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_text(re.compile(r"Run cancelled"))).to_be_visible(timeout=30_000)
+    expect(page.locator(".alert", has_text="Cancelled")).to_be_visible()
+    expect(page.locator(".tabulator-row", has_text="cancelled").first).to_be_visible()
+    _shot(page, "cancelled.png")
+
+
+def test_two_pages_at_once_both_get_their_results(browser, served_app):
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    pages = [browser.new_page(viewport={"width": 1600, "height": 2200}) for _ in range(2)]
+    try:
+        for page, target in zip(pages, ("loss", "grad")):
+            _open(page, served_app)
+            _set_number(page, "or any N", 2)
+            _set_number(page, "Horizon", 5)
+            page.locator("#sidebar").get_by_role("button", name=target, exact=True).click()
+        for page in pages:
+            page.get_by_role("button", name="Run", exact=True).click()
+        for i, page in enumerate(pages):
+            expect(page.get_by_text(re.compile(r"Run finished: 2 of 2"))).to_be_visible(
+                timeout=RUN_S)
+            rows = page.locator(".tabulator-row", has_text="measured")
+            expect(rows.first).to_be_visible()
+            _shot(page, f"two-pages-{i}.png")
+    finally:
+        for page in pages:
+            page.close()

@@ -1,0 +1,255 @@
+"""The dashboard's model without a browser: set params, run through a real worker, look at the
+results and at the plot objects. Sizes are tiny so a case takes well under a second."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import holoviews as hv
+import pytest
+
+from explorer import Store, WorkerExecutor
+from explorer._model import ROLLOUT_MAX_N, ExplorerModel
+
+TINY = dict(problem="decay", n_states=3, horizon=5, target="loss")
+WAIT_S = 180
+
+
+@pytest.fixture(scope="module")
+def executor():
+    ex = WorkerExecutor(timeout=120)
+    yield ex
+    ex.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture
+def model(tmp_path, executor):
+    m = ExplorerModel(store=tmp_path / "results.sqlite", executor=executor, **TINY)
+    yield m
+    m.close()
+    m.wait(WAIT_S)
+
+
+def _labels(overlay) -> list[str]:
+    return [el.label for el in overlay if isinstance(el, hv.Curve)]
+
+
+def _measured(m: ExplorerModel):
+    frame = m.results
+    return frame[frame["source"] == "measured"]
+
+
+def _wait_until(predicate, timeout: float = WAIT_S) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_importing_the_model_and_plots_does_not_import_panel():
+    code = ("import sys, explorer._model, explorer._plots; "
+            "print('panel' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_first_view_is_the_shipped_example_labelled_with_its_machine(model):
+    frame = model.results
+    assert not frame.empty and set(frame["source"]) == {"example"}
+    assert model.show_example
+    assert (frame["id"] < 0).all()  # never clashes with stored ids
+    first = frame.iloc[0]
+    assert first["host"] in model.example_label and first["jax_version"] in model.example_label
+    model.n_states, model.horizon = 100, 200  # the example's horizon
+    labels = _labels(model.compile_plot())
+    assert any(label.startswith("dict k=") for label in labels)
+    # The example ships rollouts at N=10: the rollout plot shows them at once.
+    assert _labels(model.rollout_plot())
+    assert model.rollout_states
+
+
+def test_stored_rows_replace_the_example_on_load(tmp_path, executor):
+    store = Store(tmp_path / "results.sqlite")
+    store.add({"problem": "decay", "representation": "array", "n_states": 3, "horizon": 5,
+               "target": "loss", "unroll": 1, "status": "ok", "compile_s": 0.1, "trace_s": 0.01,
+               "lower_s": 0.01, "backend": "cpu"})
+    m = ExplorerModel(store=store, executor=executor)
+    try:
+        assert not m.show_example
+        assert list(m.results["source"]) == ["measured"]
+        # The page opens on the slice of the latest stored row, so its plots are not empty.
+        assert (m.horizon, m.n_states, m.show_target) == (5, 3, "loss")
+        assert [label.split(" ")[0] for label in _labels(m.compile_plot())] == ["array"]
+        m.show_example = True
+        assert {"example", "measured"} == set(m.results["source"])
+    finally:
+        m.close()
+
+
+def test_run_measures_stores_and_plots(model):
+    model.representations = ["dict", "array"]
+    assert model.run()
+    assert model.running
+    assert model.wait(WAIT_S)
+    rows = _measured(model)
+    assert sorted(rows["representation"]) == ["array", "dict"]
+    assert set(rows["status"]) == {"ok"}, rows[["status", "error"]]
+    assert (rows["compile_s"] > 0).all() and (rows["hlo_pre_bytes"] > 0).all()
+    assert not model.running and "finished" in model.status and model.alert == ""
+    stored = model.store.rows()
+    assert sorted(stored["id"]) == sorted(rows["id"])
+
+    model.show_example = False
+    for plot in (model.compile_plot(), model.size_plot(), model.runtime_plot()):
+        labels = _labels(plot)
+        assert any(label.startswith("dict") for label in labels), labels
+        assert any(label.startswith("array") for label in labels), labels
+    # Rollouts are captured below the cap and drawn one curve set per representation.
+    assert model.n_states <= ROLLOUT_MAX_N
+    rollout_labels = set(_labels(model.rollout_plot()))
+    assert rollout_labels == {"dict", "array"}
+    assert model.rollout_states == ["state_0", "state_1", "state_2"]
+    assert b"compile_s" in model.csv_bytes().splitlines()[0]
+
+
+def test_bad_input_shows_an_alert_and_never_raises(model):
+    for change, word in ((dict(n_states=20_000), "n_states"), (dict(n_states=0), "n_states"),
+                         (dict(horizon=0), "horizon"), (dict(representations=[]), "representation"),
+                         (dict(unroll=0), "unroll"), (dict(n_states=None), "n_states"),
+                         (dict(timeout_s=0.0), "timeout")):
+        with model.param.update(**change):
+            assert model.run() is False
+            assert word in model.alert and model.alert_kind == "danger"
+            assert not model.running
+    model.sweep_n_states = []
+    assert model.sweep() is False and "state count" in model.alert
+    assert model.inspect(row_id=123456) is False and model.alert
+    assert _measured(model).empty
+
+
+def test_cancel_stops_a_long_run_and_the_worker_serves_the_next(model):
+    model.param.update(representations=["dict"], n_states=1000, horizon=200, target="grad")
+    assert model.run()
+    assert _wait_until(lambda: "stage" in model.status, 60), model.status
+    model.cancel()
+    assert model.wait(60)
+    rows = _measured(model)
+    assert list(rows["status"]) == ["cancelled"]
+    assert model.alert_kind == "info" and "Cancelled" in model.alert
+    assert "cancelled" in model.status and not model.running and not model.busy
+    # The worker was replaced; the next run works.
+    model.param.update(**TINY, representations=["array"])
+    assert model.run() and model.wait(WAIT_S)
+    assert list(_measured(model)["status"]) == ["cancelled", "ok"]
+    # An earlier cancel never stops later work.
+    assert model.inspect(int(_measured(model)["id"].iloc[-1])) and model.wait(WAIT_S)
+    assert model.program.get("jaxpr") and model.alert == ""
+
+
+def test_a_timeout_is_an_alert_and_the_row_is_kept(model):
+    model.param.update(representations=["dict"], n_states=1000, horizon=200, target="grad",
+                       timeout_s=1.0)
+    assert model.run() and model.wait(WAIT_S)
+    rows = _measured(model)
+    assert list(rows["status"]) == ["timeout"]
+    assert model.alert_kind == "danger" and "Timed out" in model.alert
+    assert model.store.rows()["status"].tolist() == ["timeout"]
+
+
+def test_two_models_share_one_queue_and_both_get_their_results(tmp_path, executor):
+    a = ExplorerModel(store=tmp_path / "a.sqlite", executor=executor, **TINY,
+                      representations=["array"])
+    b = ExplorerModel(store=tmp_path / "b.sqlite", executor=executor, **TINY,
+                      representations=["struct", "named"])
+    try:
+        assert a.run() and b.run()
+        assert a.wait(WAIT_S) and b.wait(WAIT_S)
+        assert list(_measured(a)["representation"]) == ["array"]
+        assert sorted(_measured(b)["representation"]) == ["named", "struct"]
+        assert set(_measured(a)["status"]) == set(_measured(b)["status"]) == {"ok"}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_session_sees_rows_other_sessions_stored(tmp_path, executor):
+    path = tmp_path / "shared.sqlite"
+    a = ExplorerModel(store=path, executor=executor, **TINY, representations=["array"])
+    b = ExplorerModel(store=path, executor=executor)
+    try:
+        assert a.run() and a.wait(WAIT_S)
+        assert b.refresh() == 1
+        assert list(_measured(b)["representation"]) == ["array"]
+        assert b.refresh() == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_inspect_and_compare_programs(model):
+    model.representations = ["dict"]
+    assert model.run() and model.wait(WAIT_S)
+    model.selected = int(_measured(model)["id"].iloc[0])
+    assert model.inspect() and model.wait(WAIT_S)
+    assert "scan" in model.program["jaxpr"]
+    assert "stablehlo" in model.program["stablehlo"] or "func.func" in model.program["stablehlo"]
+    assert model.blame_table is not None and int(model.blame_table["eqns"].sum()) > 0
+    model.param.update(compare_a="module", compare_b="struct")
+    assert model.compare() and model.wait(WAIT_S)
+    assert model.comparison["verdict"]
+    assert "jaxpr_diff" in model.comparison and model.alert == ""
+
+
+def test_backends_come_from_the_worker(model):
+    assert _wait_until(lambda: model.backends_known, 60)
+    assert "cpu" in model.param.backend.objects
+    assert model.backend in model.param.backend.objects
+
+
+def test_export_html_is_standalone(model):
+    html = model.html_bytes()
+    assert html.startswith(b"<!DOCTYPE html>") or b"<html" in html[:500]
+    assert b"Bokeh" in html and b"cdn.bokeh.org" not in html
+
+
+def test_default_backend_is_the_accelerator_once_the_worker_answers(tmp_path, executor,
+                                                                   monkeypatch):
+    import concurrent.futures as cf
+
+    import explorer._model as model_module
+
+    answer = cf.Future()
+    monkeypatch.setattr(model_module, "_backends_job", answer)
+    m = ExplorerModel(store=tmp_path / "a.sqlite", executor=executor)
+    other = ExplorerModel(store=tmp_path / "b.sqlite", executor=executor)
+    try:
+        assert m.backend == "cpu" and not m.backends_known  # shown before the worker answers
+        answer.set_result(["cpu", "gpu"])
+        assert m.backend == "gpu" and m.param.backend.objects == ["cpu", "gpu"]
+        assert other.backend == "gpu"  # every session gets the one answer
+        m.backend = "cpu"
+        assert m.backend == "cpu"
+    finally:
+        m.close()
+        other.close()
+
+
+def test_the_view_builds_without_a_server(tmp_path, executor):
+    import panel as pn
+
+    import explorer
+
+    view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor, n_states=10)
+    try:
+        assert isinstance(view, explorer.Dashboard)
+        assert isinstance(view.model, explorer.ExplorerModel)
+        assert view.model.n_states == 10
+        layout = view.__panel__()
+        assert isinstance(layout, pn.Row)  # a template only when served
+        layout.get_root()
+    finally:
+        view.model.close()

@@ -1,0 +1,160 @@
+"""The pure plotting functions: DataFrame in, HoloViews out; log axes never see values <= 0."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import pytest
+
+from explorer import _plots
+from explorer._store import to_frame
+
+
+def _rows(reps=("dict", "array"), sizes=(1, 10, 100), target="loss", k=None, **extra):
+    rows, i = [], 0
+    for rep in reps:
+        slope = (k or {}).get(rep, 1.0)
+        for n in sizes:
+            i += 1
+            rows.append({"id": i, "problem": "decay", "representation": rep, "n_states": n,
+                         "horizon": 200, "target": target, "unroll": 1, "status": "ok",
+                         "trace_s": 0.01 * n ** slope, "lower_s": 0.02 * n ** slope,
+                         "compile_s": 0.1 * n ** slope, "hlo_pre_bytes": 1000 * n,
+                         "hlo_post_bytes": 3000 * n, "run_s": 1e-4 * n, "backend": "cpu",
+                         "host": "h", "finished_at": float(i), **extra})
+    return to_frame(rows).assign(source="measured")
+
+
+def _elements(overlay, kind=(hv.Curve, hv.Scatter)):
+    return [el for el in overlay if isinstance(el, kind)]
+
+
+def _labels(overlay) -> set[str]:
+    """Legend entries: the curves' labels (the one scatter of points has none)."""
+    return {el.label for el in _elements(overlay, hv.Curve)}
+
+
+def _render(obj):
+    return hv.renderer("bokeh").get_plot(obj).state
+
+
+def test_compile_plot_has_one_line_per_representation_with_its_exponent():
+    df = _rows(k={"dict": 2.0, "array": 0.0})
+    plot = _plots.compile_time_plot(df, problem="decay", horizon=200, target="loss")
+    assert _labels(plot) == {"dict k=2.00", "array k=0.00"}
+    fig = _render(plot)
+    assert fig.x_scale.__class__.__name__ == "LogScale"
+    assert fig.y_scale.__class__.__name__ == "LogScale"
+    assert "compile time (s)" in fig.yaxis[0].axis_label
+    assert "state count N" in fig.xaxis[0].axis_label
+    # Total = trace + lower + compile, exactly.
+    (points,) = _elements(plot, hv.Scatter)  # every point, with its line's label for hover
+    dict_points = points.select(line="dict k=2.00")
+    ys = dict_points.dimension_values("seconds_compile")
+    assert np.allclose(ys, [0.13 * n ** 2 for n in (1, 10, 100)])
+
+
+def test_stage_breakdown_draws_three_lines_per_representation():
+    plot = _plots.compile_time_plot(_rows(reps=("dict",)), stage="all stages")
+    curves = _elements(plot, hv.Curve)
+    assert len(curves) == 3
+    assert {c.opts.get().kwargs["line_dash"] for c in curves} == {"dotted", "dashed", "solid"}
+    assert curves[0].label.startswith("dict k=1.00/1.00/1.00")
+    with pytest.raises(ValueError, match="unknown stage"):
+        _plots.compile_time_plot(_rows(), stage="everything")
+
+
+def test_log_axes_never_see_zero_negative_or_missing_values():
+    df = _rows(reps=("dict",), sizes=(1, 10, 100, 1000))
+    df.loc[df["n_states"] == 10, "compile_s"] = 0.0
+    df.loc[df["n_states"] == 100, "hlo_post_bytes"] = pd.NA
+    df.loc[df["n_states"] == 1000, "run_s"] = -1.0
+    for plot, dim in ((_plots.compile_time_plot(df, stage="compile"), "seconds_compile"),
+                      (_plots.program_size_plot(df), "program_bytes"),
+                      (_plots.runtime_plot(df), "runtime_ms")):
+        for el in _elements(plot):
+            values = el.dimension_values(dim)
+            assert len(values) and (values > 0).all() and np.isfinite(values).all()
+        _render(plot)
+    compile_ns = _elements(_plots.compile_time_plot(df, stage="compile"), hv.Scatter)[0]
+    assert list(compile_ns.dimension_values("n_states")) == [1, 100, 1000]
+
+
+def test_failed_rows_and_other_slices_are_left_out():
+    df = pd.concat([_rows(reps=("dict",)), _rows(reps=("array",), target="grad")],
+                   ignore_index=True)
+    df.loc[0, "status"] = "timeout"
+    plot = _plots.compile_time_plot(df, target="loss")
+    (label,) = _labels(plot)
+    assert label.startswith("dict")
+    assert list(_elements(plot, hv.Scatter)[0].dimension_values("n_states")) == [10, 100]
+
+
+def test_repeated_case_keeps_the_latest_row():
+    df = pd.concat([_rows(reps=("dict",), sizes=(10,)),
+                    _rows(reps=("dict",), sizes=(10,)).assign(compile_s=5.0, finished_at=99.0)],
+                   ignore_index=True)
+    rows = _plots.select(df)
+    assert len(rows) == 1 and rows["compile_s"].iloc[0] == 5.0
+
+
+def test_lines_are_told_apart_by_what_varies():
+    df = pd.concat([_rows(reps=("dict",)), _rows(reps=("dict",), target="grad")],
+                   ignore_index=True)
+    labels = {label.split(" k=")[0] for label in _labels(_plots.runtime_plot(df))}
+    assert labels == {"dict loss", "dict grad"}
+    example = _rows(reps=("dict",)).assign(source="example")
+    both = pd.concat([example, _rows(reps=("dict",))], ignore_index=True)
+    labels = {label.split(" k=")[0] for label in _labels(_plots.compile_time_plot(both))}
+    assert labels == {"dict example", "dict"}
+
+
+def test_program_size_shows_stablehlo_and_optimised_hlo():
+    plot = _plots.program_size_plot(_rows(reps=("dict",)))
+    curves = _elements(plot, hv.Curve)
+    assert {c.opts.get().kwargs["line_dash"] for c in curves} == {"solid", "dashed"}
+    assert {c.label for c in curves} == {"dict k=1.00"}  # one legend entry per representation
+    values = sorted(max(c.dimension_values("program_bytes")) for c in curves)
+    assert values == [100_000, 300_000]
+
+
+def test_hover_tooltips_name_exact_values():
+    scatter = _elements(_plots.compile_time_plot(_rows()), hv.Scatter)[0]
+    opts = scatter.opts.get().kwargs
+    assert "hover" in opts["tools"]
+    assert any(name == "XLA compile" for name, _ in opts["hover_tooltips"])
+
+
+def test_empty_or_unmatched_frames_give_a_message_not_an_error():
+    for frame in (to_frame([]), _rows()):
+        plot = _plots.compile_time_plot(frame, problem="oscillator")
+        texts = [el for el in plot if isinstance(el, hv.Text)]
+        assert texts and "No measurements" in texts[0].text
+        _render(plot)
+    assert isinstance(_plots.rollout_plot(pd.DataFrame()), hv.Overlay)
+
+
+def test_rollout_frame_and_plot_overlay_representations():
+    names = [f"state_{i}" for i in range(10)]
+    data = np.tile(np.linspace(1, 0, 20)[:, None], (1, 10)).astype(np.float32)
+    frame = _plots.rollout_frame({"dict": (names, data), "array": (names, data)})
+    assert set(frame["state"]) == {"state_0", "state_5", "state_9"}
+    assert len(frame) == 2 * 3 * 20
+    picked = _plots.rollout_frame({"dict": (names, data)}, ["state_2", "nope"])
+    assert set(picked["state"]) == {"state_2"}
+    plot = _plots.rollout_plot(frame)
+    assert _labels(plot) == {"dict", "array"}
+    (marks,) = _elements(plot, hv.Scatter)
+    assert set(marks.dimension_values("representation")) == {"dict", "array"}
+    # Markers of the two representations fall on different steps, so both stay visible.
+    steps = {rep: set(marks.select(representation=rep).dimension_values("step"))
+             for rep in ("dict", "array")}
+    assert steps["dict"] and steps["array"] and not steps["dict"] & steps["array"]
+    fig = _render(plot)
+    assert fig.xaxis[0].axis_label == "time step"
+
+
+def test_export_html_is_one_standalone_file():
+    html = _plots.export_html([_plots.compile_time_plot(_rows()), _plots.runtime_plot(_rows())])
+    assert b"<html" in html[:1000].lower() and b"cdn.bokeh.org" not in html

@@ -88,15 +88,16 @@ class Dashboard(pn.viewable.Viewer):
                                   value=m.n_states if m.n_states in N_CHOICES else 0)
         self._n_preset.param.watch(self._preset_chosen, "value")
         m.param.watch(self._n_changed, "n_states")
+        # No ``start`` or ``end`` on the number inputs: an out-of-range value reaches the model,
+        # whose check (the core's own) explains the limit in an alert. With bounds, Bokeh's
+        # spinner silently puts the previous value back (typing 0 would re-run the old N).
         self._n_entry = w.IntInput.from_param(
-            m.param.n_states, label=f"…or any N (1 to {MAX_N_STATES:,})", start=1, end=None)
-        # No upper ``end`` on the inputs: an out-of-range value reaches the model, whose check
-        # (the core's own) explains the limit in an alert instead of silently clamping.
+            m.param.n_states, label=f"…or any N (1 to {MAX_N_STATES:,})", start=None, end=None)
         self._horizon = w.IntInput.from_param(m.param.horizon, label="Horizon (scan steps)",
-                                              start=1, end=None)
+                                              start=None, end=None)
         self._reps = w.CheckBoxGroup.from_param(m.param.representations, inline=False)
         self._target = w.RadioButtonGroup.from_param(m.param.target, color="light")
-        self._unroll = w.IntInput.from_param(m.param.unroll, label="Scan unroll", start=1,
+        self._unroll = w.IntInput.from_param(m.param.unroll, label="Scan unroll", start=None,
                                              end=None)
         self._backend = w.Select.from_param(m.param.backend, label="Backend (devices JAX sees)")
         self._timeout = w.FloatInput.from_param(m.param.timeout_s, label="Timeout per case (s)",

@@ -741,9 +741,12 @@ class ExplorerModel(param.Parameterized):
         current = [s for s in self.rollout_states if s in names]
         if not current and names:
             current = [names[i] for i in sorted({0, len(names) // 2, len(names) - 1})]
-        signature = (chosen, tuple(sorted((rep, id(found[1])) for rep, found in data.items())))
+        # The title names the problem and horizon: the same trajectories can be found under
+        # another title (an emptied horizon box keeps every horizon), so it is part of the key.
+        signature = (chosen, self.problem, self.horizon,
+                     tuple(sorted((rep, id(found[1])) for rep, found in data.items())))
         if signature == self._rollout_signature:
-            return  # the same trajectories: no need to draw them again
+            return  # the same trajectories under the same title: no need to draw them again
         self._rollout_signature = signature
         self._rollout_data, self._rollout_n = data, chosen
         self.param.rollout_states.objects = names

@@ -7,6 +7,8 @@ browser test is reported as a failure, so a CI run can never pass without the br
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -76,20 +78,35 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def served_app(tmp_path_factory):
-    """``panel serve apps/explorer_app.py`` on 127.0.0.1 with an empty results store.
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """A running ``panel serve`` of the explorer: its page URL, port, store file, process and
+    log file."""
 
-    Yields the page URL. The first request renders the app once, so the server has imported
-    everything before a test's clock starts.
-    """
-    tmp = tmp_path_factory.mktemp("served")
-    port = _free_port()
-    env = {**os.environ, "PYTREE_EXPLORER_DB": str(tmp / "results.sqlite")}
-    log = open(tmp / "panel.log", "w+")  # noqa: SIM115 - closed below
+    url: str
+    port: int
+    db: Path
+    proc: subprocess.Popen
+    log: Path
+
+
+def serve_command(port: int) -> list[str]:
+    """The arguments after ``panel`` of the way the tests serve the app."""
+    return ["serve", str(APP), "--address", "127.0.0.1", "--port", str(port),
+            "--allow-websocket-origin", f"127.0.0.1:{port}"]
+
+
+@contextlib.contextmanager
+def serve(tmp: Path, port: int, args: list[str], log_name: str = "panel-serve.log"):
+    """Run ``python -m panel <args>`` (from the repository root, with its store in ``tmp``)
+    until the page answers; yield a :class:`Served`; stop the server and its worker after, and
+    copy its log to ``test-artifacts/<log_name>``."""
+    db = tmp / "results.sqlite"
+    env = {**os.environ, "PYTREE_EXPLORER_DB": str(db)}
+    log_path = tmp / "panel.log"
+    log = open(log_path, "w+")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "panel", "serve", str(APP), "--address", "127.0.0.1",
-         "--port", str(port), "--allow-websocket-origin", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "panel", *args],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/{APP.stem}"
     try:
@@ -107,7 +124,7 @@ def served_app(tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail("panel serve did not answer in time")
             time.sleep(0.3)
-        yield url
+        yield Served(url=url, port=port, db=db, proc=proc, log=log_path)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)  # the server and its measuring worker
@@ -120,4 +137,42 @@ def served_app(tmp_path_factory):
         text = log.read()
         log.close()
         ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "panel-serve.log").write_text(text)
+        (ARTIFACTS / log_name).write_text(text)
+
+
+@pytest.fixture(scope="module")
+def served_app(tmp_path_factory):
+    """``panel serve apps/explorer_app.py`` on 127.0.0.1 with an empty results store.
+
+    Yields the page URL. The first request renders the app once, so the server has imported
+    everything before a test's clock starts.
+    """
+    port = _free_port()
+    with serve(tmp_path_factory.mktemp("served"), port, serve_command(port)) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def served_explorer(tmp_path_factory, request):
+    """Like ``served_app``, but yields the whole :class:`Served` (store file, process, log),
+    for tests that look behind the page. Its log goes to
+    ``test-artifacts/panel-serve-<test module>.log``."""
+    port = _free_port()
+    name = f"panel-serve-{request.module.__name__.rsplit('.', 1)[-1]}.log"
+    with serve(tmp_path_factory.mktemp("served"), port, serve_command(port), name) as server:
+        yield server
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    return _free_port()
+
+
+@pytest.fixture
+def panel_server(tmp_path):
+    """``panel_server(port, args, log_name)``: a context manager that runs
+    ``python -m panel <args>`` from the repository root with an empty store in ``tmp_path``
+    (see :func:`serve`), for tests that must start the server their own way."""
+    return lambda port, args, log_name="panel-serve-custom.log": serve(tmp_path, port, args,
+                                                                       log_name)

@@ -26,6 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._validate import check_choice
+
 __all__ = ["Problem", "get_problem", "problems"]
 
 
@@ -326,8 +328,4 @@ def get_problem(name: str) -> Problem:
     Raises:
         ValueError: if there is no such problem.
     """
-    try:
-        return _PROBLEMS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown problem {name!r}; choose one of: "
-                         f"{', '.join(_PROBLEMS)}") from None
+    return _PROBLEMS[check_choice("problem", name, tuple(_PROBLEMS))]

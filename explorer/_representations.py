@@ -35,7 +35,8 @@ __all__ = [
     "representations",
 ]
 
-from ._validate import MAX_HORIZON, MAX_N_STATES, check_horizon, check_n_states, check_target, check_unroll
+from ._validate import (MAX_HORIZON, MAX_N_STATES, check_choice, check_horizon, check_n_states,
+                        check_target, check_unroll)
 
 
 class _Built(NamedTuple):
@@ -372,11 +373,7 @@ def get_representation(name: str) -> Representation:
     Raises:
         ValueError: if there is no such representation.
     """
-    try:
-        return _REPRESENTATIONS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown representation {name!r}; choose one of: "
-                         f"{', '.join(REPRESENTATIONS)}") from None
+    return _REPRESENTATIONS[check_choice("representation", name, REPRESENTATIONS)]
 
 
 def build_case(problem: str | Problem, representation: str | Representation,

@@ -6,13 +6,12 @@ repository root:
 
     python benchmarks/make_example_sweep.py
 
-which runs, through the library (``pytree-explorer sweep --rollouts`` does not capture
-rollouts in this version of the CLI, so the library call is used for the rollout capture):
+which runs, through the library:
 
     explorer.sweep("decay", None, [1, 3, 10, 30, 100, 300], 200, ("loss", "grad"),
                    rollouts=True, resume=False, store=<tmp store>)
-    explorer.sweep("decay", ["array", "module", "struct", "named"], [1000], 200,
-                   ("loss", "grad"), resume=False, store=<tmp store>)
+    explorer.sweep("decay", None, [1000], 200, ("loss", "grad"), resume=False,
+                   store=<tmp store>)
     <tmp store>.export("explorer/data/example_sweep.csv")
 
 and then copies a few stored rollout trajectories (N=10, loss rows: the first, middle and last
@@ -39,8 +38,7 @@ def main() -> None:
         store = Store(Path(tmp) / "example.sqlite")
         sweep("decay", None, [1, 3, 10, 30, 100, 300], 200, ("loss", "grad"),
               rollouts=True, resume=False, store=store)
-        sweep("decay", ["array", "module", "struct", "named"], [1000], 200, ("loss", "grad"),
-              resume=False, store=store)
+        sweep("decay", None, [1000], 200, ("loss", "grad"), resume=False, store=store)
         out = store.export(DATA / "example_sweep.csv")
 
         rows = store.rows(status="ok")

@@ -203,8 +203,7 @@ class Dashboard(pn.viewable.Viewer):
             pn.Row(self._run, self._cancel, sizing_mode="stretch_width"),
             self._sweep_n, self._sweep,
             pn.pane.Markdown(
-                f"Trajectories are captured when N ≤ {ROLLOUT_MAX_N}. The server listens on "
-                "127.0.0.1 unless started with `--address`.",
+                f"Trajectories are captured when N ≤ {ROLLOUT_MAX_N}.",
                 styles={"font-size": "0.85em", "color": "#555"}),
             sizing_mode="stretch_width", min_width=260)
         self._main = pn.Column(

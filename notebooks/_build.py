@@ -728,7 +728,7 @@ NB03 = [
     4. **adopting `NamedArray`** in your own step function;
     5. the **dashboard**, embedded, to explore further.
 
-    Served as an app (`panel serve notebooks/03_remedies.ipynb`), this notebook skips the
+    Served as an app (`panel serve notebooks/03_remedies.ipynb --address 127.0.0.1`), this notebook skips the
     measurements and shows only the dashboard, so the page opens at once.
     """),
     code("""
@@ -1075,7 +1075,7 @@ NB03 = [
     Everything above, and more, interactively: pick a problem, representations and sizes, sweep
     in the background, compare programs, read equation blame. It reads the same results store as
     these notebooks, so the measurements above are already there. Served as an app
-    (`panel serve notebooks/03_remedies.ipynb`), this is the page you get.
+    (`panel serve notebooks/03_remedies.ipynb --address 127.0.0.1`), this is the page you get.
     """),
     code("""
     if SERVED:

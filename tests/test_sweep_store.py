@@ -191,22 +191,26 @@ def test_broken_store_file_is_reported_and_left_alone(tmp_path):
 def test_cancelling_a_sweep_leaves_other_callers_jobs_alone():
     import threading
 
-    ex = explorer.WorkerExecutor(timeout=60)
+    ex = explorer.WorkerExecutor(timeout=120)
     try:
         ex.submit(_pid).result()  # warm
-        other = ex.submit_with(_sleep, (2,), label="another session's job")
+        other = ex.submit_with(_sleep, (60,), label="another session's job")
         cancel = threading.Event()
         out = {}
         thread = threading.Thread(target=lambda: out.setdefault("df", explorer.sweep(
             "decay", ["array"], [2], 4, "loss", store=False, executor=ex, cancel=cancel)))
         thread.start()
-        deadline = time.time() + 10
+        deadline = time.time() + 60
         while not ex.status.queued and time.time() < deadline:
             time.sleep(0.02)
-        assert ex.status.running == "another session's job"
+        assert ex.status.queued and ex.status.running == "another session's job"
         cancel.set()
         thread.join(30)
         assert out["df"].status.tolist() == ["cancelled"]
-        assert other.result(timeout=30) == 2  # not killed by the other caller's cancel
+        # the other caller's job is still running: the sweep's cancel did not kill the worker
+        assert not other.done() and ex.status.running == "another session's job"
+        assert ex.cancel(other)
+        with pytest.raises(explorer.WorkerCancelled):
+            other.result(timeout=30)
     finally:
         ex.shutdown()

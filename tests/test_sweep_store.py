@@ -163,7 +163,7 @@ def test_worker_cancel_running_and_queue_status():
         ex.submit(_pid).result()  # warm
         long = ex.submit_with(_sleep, (30,), label="long")
         queued = ex.submit_with(_sleep, (0,), label="queued")
-        deadline = time.time() + 10
+        deadline = time.time() + 60
         while ex.status.running != "long" and time.time() < deadline:
             time.sleep(0.02)
         status = ex.status

@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-store", action="store_true", help="do not write to the store")
     s.add_argument("--redo", action="store_true", help="measure again cases already stored")
     s.add_argument("--rollouts", action="store_true", help="also store rollout trajectories")
+    s.add_argument("--memory", action="store_true",
+                   help="also store XLA's memory analysis (temp, argument, output, code bytes)")
     s.add_argument("--out", default=None, help="also write this sweep's rows to a .csv or .parquet file")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
@@ -141,7 +143,8 @@ def _sweep(args: argparse.Namespace) -> int:
     try:
         frame = sweep(args.problem, args.representations, args.n_states, args.horizons,
                       args.targets, unroll=args.unroll[0], repeats=args.repeats[0],
-                      backend=args.backend, rollouts=args.rollouts, store=store,
+                      backend=args.backend, rollouts=args.rollouts, memory=args.memory,
+                      store=store,
                       timeout=args.timeout,
                       progress=progress, resume=not args.redo)
     finally:

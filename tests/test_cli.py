@@ -90,9 +90,13 @@ def test_cli_rollouts_are_stored(tmp_path):
 
     db = tmp_path / "r.sqlite"
     done = _cli("sweep", "--problem", "oscillator", "-r", "struct", "-n", "2", "--horizons", "7",
-                "--targets", "loss", "--store", str(db), "--rollouts", "-q")
+                "--targets", "loss", "--store", str(db), "--rollouts", "--memory", "-q")
     assert done.returncode == 0, done.stderr
     store = explorer.Store(db)
-    names, data = store.rollout(int(store.rows().id.iloc[0]))
+    row = store.rows().iloc[0]
+    names, data = store.rollout(int(row.id))
     assert names == ["position_0", "position_1", "velocity_0", "velocity_1"]
     assert data.shape == (7, 4)
+    # --memory stores XLA's memory analysis: the arguments are the state (2 float32 per group,
+    # 2 groups) and the problem's parameters, so at least the state's 16 bytes.
+    assert row.argument_bytes >= 16 and row.output_bytes >= 4

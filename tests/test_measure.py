@@ -32,6 +32,12 @@ def test_measure_user_function_reports_stages_sizes_and_metadata():
     assert m.backend == jax.default_backend()
     assert m.jax_version == jax.__version__
     assert m.repeats == 1 and m.compile_s_spread is None
+    # Memory analysis only when asked for, and then what XLA reports.
+    assert m.temp_bytes is None and m.generated_code_bytes is None
+    with_memory = explorer.measure(_user_fn, x, w, runs=1, memory=True)
+    stats = lowered.compile().memory_analysis()
+    assert with_memory.argument_bytes == stats.argument_size_in_bytes == (8 * 4 + 4 * 3) * 4
+    assert with_memory.output_bytes == stats.output_size_in_bytes > 0
 
 
 def test_measure_counts_equations_inside_scan_bodies():

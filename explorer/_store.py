@@ -157,6 +157,24 @@ class Store:
             con.close()
         return row_id
 
+    def add_rollout(self, measurement_id: int, rollout: tuple[list[str], np.ndarray]) -> None:
+        """Store the rollout of a row already stored (one rollout per row; a second is refused)."""
+        con = self._connect()
+        try:
+            with con:
+                found = con.execute("SELECT 1 FROM measurements WHERE id = ?",
+                                    (int(measurement_id),)).fetchone()
+                if found is None:
+                    raise StoreError(f"store {self.path} has no measurement {measurement_id}")
+                con.execute("INSERT INTO rollouts VALUES (?, ?, ?)",
+                            (int(measurement_id), "\n".join(rollout[0]), _to_npy(rollout[1])))
+        except sqlite3.IntegrityError:
+            raise StoreError(f"measurement {measurement_id} already has a rollout") from None
+        except sqlite3.Error as err:
+            raise self._fail(err) from None
+        finally:
+            con.close()
+
     # -- reading -----------------------------------------------------------------------
     def rows(self, *, run_id: str | None = None, status: str | None = None,
              since_id: int = 0, limit: int | None = None) -> pd.DataFrame:

@@ -37,6 +37,7 @@ class Spec:
     repeats: int = 1
     runs: int = 5
     rollout: bool = False
+    memory: bool = False
 
     @property
     def label(self) -> str:
@@ -87,17 +88,37 @@ def run_spec(spec: Spec) -> dict[str, Any]:
                       unroll=spec.unroll)
     started = time.time()
     measurement = measure_case(case, spec.target, repeats=spec.repeats, runs=spec.runs,
-                               backend=spec.backend_requested, on_stage=report)
+                               backend=spec.backend_requested, on_stage=report,
+                               memory=spec.memory)
     finished = time.time()
     row = {**dataclasses.asdict(spec), **measurement.to_dict(), "status": "ok", "error": None,
            "started_at": started, "finished_at": finished, "host": socket.gethostname()}
     rollout = None
     if spec.rollout:
         report("rollout")
-        trajectory = np.asarray(case.rollout())
-        cols = _rollout_columns(trajectory.shape[1])
-        rollout = ([case.state_names[i] for i in cols], trajectory[:, cols].astype(np.float32))
+        rollout = _capture_rollout(case)
     return {"row": row, "rollout": rollout}
+
+
+def _capture_rollout(case: Any) -> tuple[list[str], np.ndarray]:
+    trajectory = np.asarray(case.rollout())
+    cols = _rollout_columns(trajectory.shape[1])
+    return [case.state_names[i] for i in cols], trajectory[:, cols].astype(np.float32)
+
+
+def rollout_spec(spec: Spec) -> tuple[list[str], np.ndarray]:
+    """The trajectories of one spec's case, as :func:`run_spec` captures them (in the worker).
+
+    The dashboard asks for these in a job of their own, after the measurement: its result is
+    shown the moment it is measured, and the trajectories follow.
+    """
+    from ._representations import build_case  # noqa: PLC0415
+
+    report("build")
+    case = build_case(spec.problem, spec.representation, spec.n_states, spec.horizon,
+                      unroll=spec.unroll)
+    report("rollout")
+    return _capture_rollout(case)
 
 
 def default_backend() -> str:
@@ -190,6 +211,7 @@ def sweep(
     repeats: int = 1,
     backend: str | None = None,
     rollouts: bool = False,
+    memory: bool = False,
     store: Store | str | None | bool = None,
     executor: cf.Executor | None = None,
     timeout: float | None = DEFAULT_TIMEOUT_S,
@@ -207,6 +229,8 @@ def sweep(
     stored row is returned instead.
 
     Args:
+      rollouts: also store each case's trajectories (see :meth:`Store.rollout`).
+      memory: also store XLA's memory analysis of each program (see :func:`measure`).
       store: a :class:`Store`, a path, ``None`` for the default store, or ``False`` for none.
       progress: called with a :class:`SweepEvent` as each measurement starts and ends.
       cancel: set it to stop the sweep; the running measurement is killed.
@@ -221,7 +245,8 @@ def sweep(
     sizes = v.check_ints("n_states", n_states, 1, v.MAX_N_STATES)
     hs = v.check_ints("horizon", horizons, 1, v.MAX_HORIZON)
     tgts = v.check_many("target", targets, v.TARGETS)
-    specs = [Spec(problem, r, n, h, t, unroll, backend, repeats, rollout=rollouts).validated()
+    specs = [Spec(problem, r, n, h, t, unroll, backend, repeats, rollout=rollouts,
+                  memory=memory).validated()
              for h, n, t, r in itertools.product(hs, sizes, tgts, reps)]
     if store is False:
         db = None
@@ -305,22 +330,30 @@ def scaling_exponents(df: pd.DataFrame, metrics: Sequence[str] = SCALING_METRICS
         for metric in metrics:
             if metric not in part:
                 continue
-            xs = pd.to_numeric(part[x], errors="coerce").to_numpy(float)
-            ys = pd.to_numeric(part[metric], errors="coerce").to_numpy(float)
-            keep = np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)
-            xs, ys = xs[keep], ys[keep]
-            if len(np.unique(xs)) < 2:
-                continue
-            lx, ly = np.log(xs), np.log(ys)
-            k, logc = np.polyfit(lx, ly, 1)
-            fitted = k * lx + logc
-            ss_res = float(np.sum((ly - fitted) ** 2))
-            ss_tot = float(np.sum((ly - ly.mean()) ** 2))
-            r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
-            out.append({**dict(zip(keys, group)), "metric": metric, "k": float(k),
-                        "c": float(np.exp(logc)), "r2": r2, "points": int(len(xs)),
-                        "n_min": int(xs.min()), "n_max": int(xs.max())})
+            found = fit_power_law(part[x], part[metric])
+            if found is not None:
+                out.append({**dict(zip(keys, group)), "metric": metric, **found})
     return pd.DataFrame(out, columns=[*keys, "metric", "k", "c", "r2", "points", "n_min", "n_max"])
+
+
+def fit_power_law(x: Any, y: Any) -> dict[str, Any] | None:
+    """Least-squares fit of ``y ≈ c · x^k`` in log-log space over the pairs where both are
+    positive numbers; ``None`` below two distinct ``x``. Returns ``k``, ``c``, ``r2`` (fit
+    quality in log space), ``points``, ``n_min``, ``n_max``."""
+    xs = pd.to_numeric(pd.Series(x), errors="coerce").to_numpy(float)
+    ys = pd.to_numeric(pd.Series(y), errors="coerce").to_numpy(float)
+    keep = np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)
+    xs, ys = xs[keep], ys[keep]
+    if len(np.unique(xs)) < 2:
+        return None
+    lx, ly = np.log(xs), np.log(ys)
+    k, logc = np.polyfit(lx, ly, 1)
+    fitted = k * lx + logc
+    ss_res = float(np.sum((ly - fitted) ** 2))
+    ss_tot = float(np.sum((ly - ly.mean()) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return {"k": float(k), "c": float(np.exp(logc)), "r2": r2, "points": int(len(xs)),
+            "n_min": int(xs.min()), "n_max": int(xs.max())}
 
 
 # -- program inspection jobs (run in the worker, like measurements) ------------------------

@@ -39,6 +39,16 @@ def _render(obj):
     return hv.renderer("bokeh").get_plot(obj).state
 
 
+_DASHES = {(): "solid", (6,): "dashed", (2, 4): "dotted"}
+
+
+def _drawn_lines(obj) -> list[tuple[str, str]]:
+    """(colour, dash) of every line Bokeh draws for ``obj``."""
+    fig = _render(obj)
+    return [(r.glyph.line_color, _DASHES[tuple(r.glyph.line_dash)]) for r in fig.renderers
+            if type(r.glyph).__name__ == "Line"]
+
+
 def test_compile_plot_has_one_line_per_representation_with_its_exponent():
     df = _rows(k={"dict": 2.0, "array": 0.0})
     plot = _plots.compile_time_plot(df, problem="decay", horizon=200, target="loss")
@@ -59,7 +69,8 @@ def test_stage_breakdown_draws_three_lines_per_representation():
     plot = _plots.compile_time_plot(_rows(reps=("dict",)), stage="all stages")
     curves = _elements(plot, hv.Curve)
     assert len(curves) == 3
-    assert {c.opts.get().kwargs["line_dash"] for c in curves} == {"dotted", "dashed", "solid"}
+    color = _plots.color_of("dict")
+    assert sorted(_drawn_lines(plot)) == sorted((color, d) for d in ("dotted", "dashed", "solid"))
     assert curves[0].label.startswith("dict k=1.00/1.00/1.00")
     with pytest.raises(ValueError, match="unknown stage"):
         _plots.compile_time_plot(_rows(), stage="everything")
@@ -104,16 +115,25 @@ def test_lines_are_told_apart_by_what_varies():
                    ignore_index=True)
     labels = {label.split(" k=")[0] for label in _labels(_plots.runtime_plot(df))}
     assert labels == {"dict loss", "dict grad"}
+    # Beside measured rows, the shipped example is faded points without a line of its own.
     example = _rows(reps=("dict",)).assign(source="example")
     both = pd.concat([example, _rows(reps=("dict",))], ignore_index=True)
-    labels = {label.split(" k=")[0] for label in _labels(_plots.compile_time_plot(both))}
-    assert labels == {"dict example", "dict"}
+    plot = _plots.compile_time_plot(both)
+    assert {label.split(" k=")[0] for label in _labels(plot)} == {"dict"}
+    points = _elements(plot, hv.Scatter)[0].dframe()
+    faded = points[points["line"].str.startswith("dict example")]
+    assert len(faded) == 3 and (faded["alpha"] < 1).all()
+    assert (points.loc[~points.index.isin(faded.index), "alpha"] == 1).all()
+    assert len(_drawn_lines(plot)) == 1
+    # The example alone is drawn with lines, as anything measured is.
+    assert len(_drawn_lines(_plots.compile_time_plot(example))) == 1
 
 
 def test_program_size_shows_stablehlo_and_optimised_hlo():
     plot = _plots.program_size_plot(_rows(reps=("dict",)))
     curves = _elements(plot, hv.Curve)
-    assert {c.opts.get().kwargs["line_dash"] for c in curves} == {"solid", "dashed"}
+    color = _plots.color_of("dict")
+    assert sorted(_drawn_lines(plot)) == [(color, "dashed"), (color, "solid")]
     assert {c.label for c in curves} == {"dict k=1.00"}  # one legend entry per representation
     values = sorted(max(c.dimension_values("program_bytes")) for c in curves)
     assert values == [100_000, 300_000]
@@ -124,6 +144,25 @@ def test_hover_tooltips_name_exact_values():
     opts = scatter.opts.get().kwargs
     assert "hover" in opts["tools"]
     assert any(name == "XLA compile" for name, _ in opts["hover_tooltips"])
+
+
+def test_plots_draw_on_a_canvas_not_webgl():
+    # HoloViews asks for WebGL by default; emulated in software it made the page much slower.
+    hv.renderer("bokeh").webgl = True
+    for plot in (_plots.compile_time_plot(_rows()), _plots.program_size_plot(_rows()),
+                 _plots.runtime_plot(_rows()), _plots.placeholder("t", "m"),
+                 _plots.rollout_plot(_plots.rollout_frame(
+                     {"dict": (["a", "b"], np.ones((5, 2), np.float32))}))):
+        assert _render(plot).output_backend == "canvas"
+
+
+def test_each_line_keeps_its_representation_colour():
+    df = _rows(reps=("dict", "array", "named"))
+    for plot in (_plots.compile_time_plot(df), _plots.runtime_plot(df)):
+        fig = _render(plot)
+        by_label = {item.label.value.split(" k=")[0]: item.renderers[0].glyph.line_color
+                    for item in fig.legend[0].items}
+        assert by_label == {rep: _plots.color_of(rep) for rep in ("dict", "array", "named")}
 
 
 def test_empty_or_unmatched_frames_give_a_message_not_an_error():

@@ -214,3 +214,19 @@ def test_cancelling_a_sweep_leaves_other_callers_jobs_alone():
             other.result(timeout=30)
     finally:
         ex.shutdown()
+
+
+def test_a_rollout_can_follow_its_row(tmp_path):
+    store = explorer.Store(tmp_path / "r.sqlite")
+    row_id = store.add({"problem": "decay", "representation": "dict", "n_states": 2,
+                        "horizon": 3, "target": "loss", "status": "ok"})
+    assert store.rollout(row_id) is None
+    data = np.arange(6, dtype=np.float32).reshape(3, 2)
+    store.add_rollout(row_id, (["a", "b"], data))
+    names, back = store.rollout(row_id)
+    assert names == ["a", "b"] and np.array_equal(back, data)
+    with pytest.raises(explorer.StoreError, match="already has a rollout"):
+        store.add_rollout(row_id, (["a", "b"], data))
+    with pytest.raises(explorer.StoreError, match="no measurement 999"):
+        store.add_rollout(999, (["a", "b"], data))
+    assert len(store) == 1

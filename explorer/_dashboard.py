@@ -8,6 +8,7 @@ from background threads to the session's event loop.
 
 from __future__ import annotations
 
+import html
 import io
 from typing import Any
 
@@ -28,6 +29,53 @@ _INTRO = (
     "the representations to compare, then **Run**. Each case is traced, lowered and compiled "
     "cold in a separate worker process, one at a time for all viewers."
 )
+
+
+# Wide enough for each header (its name, the sort arrow) and for typical values.
+_COLUMN_WIDTHS = {name: max(width, 11 * len(name) + 44) for name, width in {
+    "id": 60, "source": 85, "problem": 85, "representation": 115, "target": 65, "n_states": 80,
+    "horizon": 70, "unroll": 60, "status": 75, "trace_s": 80, "lower_s": 80, "compile_s": 90,
+    "hlo_pre_bytes": 115, "hlo_post_bytes": 120, "jaxpr_eqns": 90, "run_s": 95, "backend": 75,
+    "device_kind": 100, "jax_version": 95, "host": 130, "error": 320,
+}.items()}
+
+
+_DIFF_COLORS = {"+": "#e6ffec", "-": "#ffebe9", "@": "#ddf4ff"}
+
+
+def program_html(text: str, diff: bool = False) -> str:
+    """Program text as escaped, scrollable HTML (a unified diff gets its lines coloured).
+
+    A ``<pre>`` rather than a code editor: the texts are read-only, the browser's own search
+    finds words anywhere in them, and the page does not load an editor it rarely shows.
+    """
+    if not text:
+        return ""
+    if diff:
+        lines = []
+        for line in text.splitlines():
+            color = _DIFF_COLORS.get(line[:1]) if not line.startswith(("+++", "---")) else None
+            escaped = html.escape(line)
+            lines.append(f'<span style="background:{color}">{escaped}</span>' if color
+                         else escaped)
+        body = "\n".join(lines)
+    else:
+        body = html.escape(text)
+    return f'<pre class="program-text">{body}</pre>'
+
+
+_PRE_STYLE = {"overflow": "auto", "font-size": "12px", "border": "1px solid #ddd",
+              "background": "#fafafa", "padding": "0 6px"}
+
+
+def _md(*args: Any, **params: Any) -> pn.pane.Markdown:
+    # No LaTeX: a "$" in a message or a label is a dollar sign, and the page needs no MathJax.
+    return pn.pane.Markdown(*args, disable_math=True, **params)
+
+
+def _text_view(text: Any, diff: bool = False) -> pn.pane.HTML:
+    return pn.pane.HTML(pn.bind(program_html, text, diff), sizing_mode="stretch_width",
+                        height=420, styles=_PRE_STYLE, disable_math=True)
 
 
 def _schedule(doc: Any, fn: Any) -> None:
@@ -59,10 +107,13 @@ class Dashboard(pn.viewable.Viewer):
             model = ExplorerModel(store=store, executor=executor, **model_params)
         super().__init__(model=model, **params)
         self._periodic = None
-        doc = pn.state.curdoc
-        if _served():
+        self._doc = doc = pn.state.curdoc
+        self._is_served = _served()
+        if self._is_served:
             model.dispatch = lambda fn: _schedule(doc, fn)
-            self._periodic = pn.state.add_periodic_callback(self._poll_store, period=REFRESH_MS)
+            # Polling starts when a browser has loaded the page: a request that never opens it
+            # (a health check, a closed tab) must not keep redrawing plots nobody sees.
+            pn.state.onload(self._start_polling)
             pn.state.on_session_destroyed(self._session_destroyed)
         self._build()
 
@@ -72,8 +123,18 @@ class Dashboard(pn.viewable.Viewer):
             self._periodic.stop()
         self.model.close()
 
+    def _start_polling(self) -> None:
+        if self._periodic is None:
+            self._periodic = pn.state.add_periodic_callback(self._poll_store, period=REFRESH_MS)
+
+    def _connected(self) -> bool:
+        session = getattr(self._doc.session_context, "session", None)
+        return session is None or session.connection_count > 0
+
     def _poll_store(self) -> None:
-        if not self.model.running:
+        # A page whose browser went away waits for the server to end its session; until then
+        # it does not redraw.
+        if not self.model.running and self._connected():
             self._guard(self.model.refresh)(None)
 
     # -- building ------------------------------------------------------------------------
@@ -115,7 +176,7 @@ class Dashboard(pn.viewable.Viewer):
         self._sweep.on_click(self._guard(m.sweep))
         self._cancel.on_click(self._guard(m.cancel))
 
-        self._status = pn.pane.Markdown(pn.bind(self._status_text, m.param.status,
+        self._status = _md(pn.bind(self._status_text, m.param.status,
                                                 m.param.busy),
                                         sizing_mode="stretch_width", margin=(0, 10))
         self._alert = pn.pane.Alert(m.param.alert, alert_type=m.param.alert_kind,
@@ -124,7 +185,7 @@ class Dashboard(pn.viewable.Viewer):
         self._dismiss = w.Button(label="Dismiss", color="light",
                                  visible=pn.bind(bool, m.param.alert), width=110)
         self._dismiss.on_click(lambda event: m.clear_alert())
-        self._example = pn.pane.Markdown(
+        self._example = _md(
             pn.bind(lambda show, text: f"*{text}*" if show else "", m.param.show_example,
                     m.param.example_label),
             sizing_mode="stretch_width", margin=(0, 10), styles={"color": "#555"})
@@ -138,21 +199,23 @@ class Dashboard(pn.viewable.Viewer):
         ]
         view_controls = pn.Row(
             w.Select.from_param(m.param.stage, label="Compile time: stage", width=170),
-            pn.Column(pn.pane.Markdown("Plot target", margin=(0, 10)),
+            pn.Column(_md("Plot target", margin=(0, 10)),
                       w.RadioButtonGroup.from_param(m.param.show_target, color="light")),
             w.MultiChoice.from_param(m.param.rollout_states, label="Rollout states",
                                      max_items=8, width=320),
             w.Checkbox.from_param(m.param.show_example, margin=(34, 10, 10, 10)),
             sizing_mode="stretch_width",
         )
-        legend_note = pn.pane.Markdown(
+        legend_note = _md(
             pn.bind(lambda stage, note: (
                 "**k**: fitted exponent of size or time ≈ c·N^k (0 = flat, 1 = linear, "
                 "2 = quadratic). Program size: solid = StableHLO before optimisation, dashed = "
                 "optimised HLO."
                 + (" Compile stages: dotted = trace, dashed = lower, solid = XLA compile."
                    if stage == "all stages" else "")
-                + " Click a legend entry to hide its lines; hover a point for exact values. "
+                + " Faded points without a line: the shipped example sweep, beside your own "
+                  "measurements. Click a legend entry to hide its lines; hover a point for exact "
+                  "values. "
                 + note),
                 m.param.stage, m.param.rollout_note),
             sizing_mode="stretch_width", margin=(0, 10), styles={"font-size": "0.9em",
@@ -172,6 +235,8 @@ class Dashboard(pn.viewable.Viewer):
                             "source": {"type": "input", "func": "like"}},
             formatters={c: {"type": "money", "precision": 4, "symbol": ""}
                         for c in ("trace_s", "lower_s", "compile_s")},
+            # Fixed widths: fitting 21 columns to their data took the browser about 0.3 s.
+            widths=dict(_COLUMN_WIDTHS),
         )
         self._table.param.watch(self._row_selected, "selection")
         self._csv = w.FileDownload(callback=lambda: io.BytesIO(m.csv_bytes()),
@@ -185,32 +250,43 @@ class Dashboard(pn.viewable.Viewer):
         self._refresh.on_click(self._guard(m.refresh))
         results_tab = pn.Column(
             pn.Row(self._csv, self._html, self._refresh),
-            pn.pane.Markdown("Select a row, then open **Programs** to see its jaxpr, "
+            _md("Select a row, then open **Programs** to see its jaxpr, "
                              "StableHLO, optimised HLO and equation blame.",
                              margin=(0, 10)),
             self._table, sizing_mode="stretch_width")
+        if self._is_served:
+            # Served: the table (below the plots) is sent once the page has drawn, so the plots
+            # do not wait for it.
+            results_tab[2] = _md("*Loading the results table…*", margin=(0, 10))
+            pn.state.onload(lambda: results_tab.__setitem__(2, self._table))
 
-        programs_tab = self._program_panel()
-        # dynamic: the Programs tab (code editors) is built when first opened, not on load.
-        self._tabs = pn.Tabs(("Results", results_tab), ("Programs", programs_tab),
+        # The Programs tab (five code viewers, a table, selects) is built the first time it is
+        # opened: most visits never open it, and its widgets cost every page load time.
+        self._programs_tab = pn.Column(sizing_mode="stretch_width")
+        self._tabs = pn.Tabs(("Results", results_tab), ("Programs", self._programs_tab),
                              dynamic=True, sizing_mode="stretch_width")
+        self._tabs.param.watch(self._tab_opened, "active")
 
         self._controls = pn.Column(
             self._problem, self._n_preset, self._n_entry, self._horizon,
-            pn.pane.Markdown("**Representations**", margin=(10, 10, 0, 10)), self._reps,
-            pn.pane.Markdown("**Target**", margin=(10, 10, 0, 10)), self._target,
+            _md("**Representations**", margin=(10, 10, 0, 10)), self._reps,
+            _md("**Target**", margin=(10, 10, 0, 10)), self._target,
             self._unroll, self._backend, self._timeout,
             pn.Row(self._run, self._cancel, sizing_mode="stretch_width"),
             self._sweep_n, self._sweep,
-            pn.pane.Markdown(
+            _md(
                 f"Trajectories are captured when N ≤ {ROLLOUT_MAX_N}.",
                 styles={"font-size": "0.85em", "color": "#555"}),
             sizing_mode="stretch_width", min_width=260)
         self._main = pn.Column(
-            pn.pane.Markdown(_INTRO, sizing_mode="stretch_width", margin=(0, 10)),
+            _md(_INTRO, sizing_mode="stretch_width", margin=(0, 10)),
             pn.Row(self._alert, self._dismiss, sizing_mode="stretch_width"),
             self._status, self._example, view_controls, legend_note, self._grid, self._tabs,
             sizing_mode="stretch_width")
+
+    def _tab_opened(self, event: param.parameterized.Event) -> None:
+        if event.new == 1 and not self._programs_tab.objects:
+            self._programs_tab.objects = [self._program_panel()]
 
     def _program_panel(self) -> pn.Column:
         m = self.model
@@ -218,45 +294,41 @@ class Dashboard(pn.viewable.Viewer):
         inspect = w.Button(label="Show programs of the selected row", color="primary",
                            width=280, disabled=pn.bind(lambda s: s is None, m.param.selected))
         inspect.on_click(self._guard(m.inspect))
-        editor = dict(readonly=True, sizing_mode="stretch_width", height=420,
-                      language="text", theme="chrome")
-        self._jaxpr = w.CodeEditor(
-            value=pn.bind(lambda p: p.get("jaxpr") or "", m.param.program), **editor)
-        self._stablehlo = w.CodeEditor(
-            value=pn.bind(lambda p: p.get("stablehlo") or "", m.param.program), **editor)
-        self._hlo = w.CodeEditor(value=pn.bind(
+        self._jaxpr = _text_view(pn.bind(lambda p: p.get("jaxpr") or "", m.param.program))
+        self._stablehlo = _text_view(pn.bind(lambda p: p.get("stablehlo") or "",
+                                             m.param.program))
+        self._hlo = _text_view(pn.bind(
             lambda p: p.get("hlo") or (p and "(this backend gives no optimised HLO text)" or ""),
-            m.param.program), **editor)
+            m.param.program))
         self._blame = w.Tabulator(
             pn.bind(lambda b: b if b is not None else pd.DataFrame(
                 columns=["file", "line", "function", "code", "eqns", "primitives"]),
                 m.param.blame_table),
             disabled=True, show_index=False, pagination="local", page_size=15,
             sizing_mode="stretch_width", height=420)
-        program_title = pn.pane.Markdown(
+        program_title = _md(
             pn.bind(self._program_title, m.param.program, m.param.selected), margin=(0, 10))
 
         compare = w.Button(label="Compare", color="primary", width=140)
         compare.on_click(self._guard(m.compare))
-        verdict = pn.pane.Markdown(pn.bind(self._verdict_text, m.param.comparison),
+        verdict = _md(pn.bind(self._verdict_text, m.param.comparison),
                                    sizing_mode="stretch_width")
-        diff_editor = dict(editor, language="diff")
-        jaxpr_diff = w.CodeEditor(value=pn.bind(lambda c: c.get("jaxpr_diff", ""),
-                                                m.param.comparison), **diff_editor)
-        hlo_diff = w.CodeEditor(value=pn.bind(lambda c: c.get("hlo_diff", ""),
-                                              m.param.comparison), **diff_editor)
+        jaxpr_diff = _text_view(pn.bind(lambda c: c.get("jaxpr_diff", ""), m.param.comparison),
+                                diff=True)
+        hlo_diff = _text_view(pn.bind(lambda c: c.get("hlo_diff", ""), m.param.comparison),
+                              diff=True)
         compare_row = pn.Row(
             w.Select.from_param(m.param.compare_a, label="Compare", width=150),
             w.Select.from_param(m.param.compare_b, label="with", width=150),
             pn.Column(pn.Spacer(height=18), compare),
-            pn.pane.Markdown("at the problem, N, horizon and plot target chosen above.",
+            _md("at the problem, N, horizon and plot target chosen above.",
                              margin=(32, 10, 0, 10)))
         return pn.Column(
             pn.Row(inspect, program_title),
             pn.Tabs(("jaxpr", self._jaxpr), ("StableHLO", self._stablehlo),
                     ("Optimised HLO", self._hlo), ("Equation blame", self._blame),
                     dynamic=True, sizing_mode="stretch_width"),
-            pn.pane.Markdown("### Are two representations the same program to XLA?",
+            _md("### Are two representations the same program to XLA?",
                              margin=(20, 10, 0, 10)),
             compare_row, verdict,
             pn.Tabs(("jaxpr diff", jaxpr_diff), ("StableHLO diff", hlo_diff), dynamic=True,
@@ -333,7 +405,7 @@ class Dashboard(pn.viewable.Viewer):
                 title=TITLE, sidebar=[self._controls], main=[self._main], sidebar_width=320,
                 header_background="#1f4e79")
             return template
-        return pn.Row(pn.Column(pn.pane.Markdown(f"## {TITLE}"), self._controls, width=300),
+        return pn.Row(pn.Column(_md(f"## {TITLE}"), self._controls, width=300),
                       self._main, sizing_mode="stretch_width")
 
 
@@ -342,5 +414,5 @@ def dashboard(**params: Any) -> Dashboard:
     ``pn.extension()``), or ``.servable()`` in an app. Keyword arguments set the model's
     parameters (``problem``, ``n_states``, ``representations``...) or pass ``store`` /
     ``executor``."""
-    pn.extension("tabulator", "codeeditor")
+    pn.extension("tabulator")
     return Dashboard(**params)

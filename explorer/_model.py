@@ -14,9 +14,11 @@ The shipped example sweep (``explorer/data/example_sweep.csv``) was made with
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import dataclasses
 import functools
+import hashlib
 import importlib.resources
 import threading
 import time
@@ -34,7 +36,7 @@ from ._problems import problems as _problems
 from ._representations import REPRESENTATIONS
 from ._store import COLUMNS, Store, StoreError, to_frame
 from ._sweep import (MAX_ROLLOUT_VARS, Spec, available_backends, compare_specs, failed_row,
-                     inspect_spec, run_spec)
+                     inspect_spec, rollout_spec, run_spec)
 from ._worker import WorkerExecutor, shared_executor
 
 N_CHOICES: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000, 10000)
@@ -91,6 +93,13 @@ def _data_file(name: str):
 def load_example() -> tuple[pd.DataFrame, dict[int, tuple[list[str], np.ndarray]]]:
     """The shipped example sweep (ids made negative so they never clash with stored ids) and
     its rollouts, keyed by those ids."""
+    frame, rollouts = _load_example_once()
+    # Every page gets its own frame and dict; the (read-only) arrays are shared.
+    return frame.copy(), dict(rollouts)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_example_once() -> tuple[pd.DataFrame, dict[int, tuple[list[str], np.ndarray]]]:
     with _data_file("example_sweep.csv").open("rb") as f:
         raw = pd.read_csv(f)
     frame = to_frame(raw.to_dict("records"))
@@ -117,6 +126,57 @@ def _describe(frame: pd.DataFrame) -> str:
     return (f"Example sweep shipped with the package, measured on host {values('host')} "
             f"({values('backend')}, {values('device_kind')}), JAX {values('jax_version')}. "
             "Your own measurements are added to it.")
+
+
+def frame_key(frame: pd.DataFrame | None) -> str:
+    """A digest of a results frame's content: equal frames in two pages give the same key."""
+    if frame is None or frame.empty:
+        return "empty"
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(",".join(map(str, frame.columns)).encode())
+    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _array_key(names: Sequence[str], array: np.ndarray) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update("\x1f".join(map(str, names)).encode())
+    array = np.ascontiguousarray(array)
+    digest.update(f"{array.dtype}{array.shape}".encode())
+    digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+class _PlotCache:
+    """The HoloViews objects of recently drawn plots, shared by every page of the server.
+
+    Pages that show the same results with the same choices (every page that opens on the same
+    store) get the same objects, built once; each page still renders its own Bokeh figure.
+    """
+
+    def __init__(self, size: int = 48):
+        self._size = size
+        self._lock = threading.Lock()
+        self._items: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+
+    def get(self, key: tuple, draw: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = draw()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+PLOT_CACHE = _PlotCache()
 
 
 class ExplorerModel(param.Parameterized):
@@ -179,6 +239,11 @@ class ExplorerModel(param.Parameterized):
         How a background thread hands an update to the page: called with a no-argument
         function. ``None`` runs it at once (tests, scripts).""")
 
+    # The plots depend on these counters only. A change of what they show (new results, another
+    # stage...) asks for a redraw, which is made on the next turn of the page's event loop: the
+    # widget the user touched answers at once, and changes that come together draw once.
+    _compile_tick = param.Integer(default=0, precedence=-1)
+    _metrics_tick = param.Integer(default=0, precedence=-1)
     _rollout_tick = param.Integer(default=0, precedence=-1)
 
     def __init__(self, *, store: Store | str | None = None, executor: cf.Executor | None = None,
@@ -203,6 +268,10 @@ class ExplorerModel(param.Parameterized):
         self._rows_posted = False
         self._next_status: str | None = None
         self._refresh_since = 0
+        self._results_key = frame_key(None)
+        self._redraw_pending: set[str] = set()
+        self.param.watch(self._view_changed, ["results", "stage", "problem", "horizon", "unroll",
+                                              "show_target", "rollout_states"])
         self._load_initial()
         self._follow_latest(explicit=set(params))
         self._ask_backends()
@@ -489,22 +558,26 @@ class ExplorerModel(param.Parameterized):
                 if cancel.is_set():
                     break
                 prefix = f"{kind} {i + 1}/{len(specs)}: {spec.label}"
-                future = self._submit(run_spec, (spec,), spec.label)
-                rollout = None
+                # Measured first and shown at once; the trajectories follow in a job of their own.
+                future = self._submit(run_spec, (dataclasses.replace(spec, rollout=False),),
+                                      spec.label)
                 try:
                     result = self._wait(future, cancel, lambda what, p=prefix: f"{p} — {what}")
-                    row, rollout = dict(result["row"]), result["rollout"]
+                    row = dict(result["row"])
                 except cf.CancelledError:
                     row = failed_row(spec, RuntimeError("cancelled before it started"))
                     row["status"] = "cancelled"
                 except BaseException as err:  # noqa: BLE001 - every failure becomes a row
                     row = failed_row(spec, err)
                 row["run_id"] = run_id
-                self._store_row(row, rollout)
+                self._store_row(row, None)
+                self._page_caught_up(cancel)
                 done += 1
                 if row.get("status") != "ok":
                     failures.append(row)
                     self._post(functools.partial(self._report_failure, row))
+                elif spec.rollout and not cancel.is_set():
+                    self._capture(spec, int(row["id"]), cancel, prefix)
         except BaseException as err:  # noqa: BLE001 - never let a session thread die silently
             self._post(functools.partial(self._show, f"Unexpected error: {err}", "danger"))
         finally:
@@ -516,6 +589,45 @@ class ExplorerModel(param.Parameterized):
                     f"case(s) measured in {elapsed:.1f} s"
                     + (f", {failed} failed (see the table)" if failed else "") + ".")
             self._post(functools.partial(self._finish, text))
+
+    def _capture(self, spec: Spec, row_id: int, cancel: threading.Event, prefix: str) -> None:
+        """Fetch and store the trajectories of a measured row; a failure costs only them."""
+        future = self._submit(rollout_spec, (spec,), f"rollout {spec.label}")
+        try:
+            rollout = self._wait(future, cancel,
+                                 lambda what: f"{prefix} — measured; trajectories: {what}")
+        except BaseException as err:  # noqa: BLE001 - the measurement itself is kept
+            if not cancel.is_set():
+                what, _ = _job_failed(f"Capturing the trajectories of {spec.label}", err)
+                self._post(functools.partial(
+                    self._show, f"{what} The measurement is kept.", "warning"))
+            return
+        if row_id > 0:
+            try:
+                self.store.add_rollout(row_id, rollout)
+            except StoreError as err:
+                self._post(functools.partial(
+                    self._show, f"Trajectories shown but not stored: {err}", "warning"))
+        self._rollouts[row_id] = rollout
+        self._post(self._refresh_rollouts)
+        self._page_caught_up(cancel)
+
+    def _page_caught_up(self, cancel: threading.Event, timeout: float = 10.0) -> None:
+        """Wait until the page has drawn what was handed to it (a new row, new trajectories).
+
+        The next job starts only then: the drawing would otherwise share the machine's cores
+        with that job's compile (and slow both: the timing, and the result reaching the page).
+        Handed over in two hops: the first runs after the update posted before it, and posts
+        the second behind the redraw that update asked for.
+        """
+        if self.dispatch is None or self._closed:
+            return
+        done = threading.Event()
+        self._post(lambda: self._post(done.set))
+        deadline = time.monotonic() + timeout
+        while not done.wait(0.05):
+            if cancel.is_set() or self._closed or time.monotonic() > deadline:
+                return
 
     def _store_row(self, row: dict[str, Any], rollout: Any) -> None:
         try:
@@ -667,29 +779,78 @@ class ExplorerModel(param.Parameterized):
         return dict(problem=self.problem, horizon=self.horizon, unroll=self.unroll,
                     target=self.show_target)
 
-    def _drawn(self, title: str, draw: Callable[[], Any]) -> Any:
-        """``draw()``, or a placeholder saying why not: a plot never breaks the page."""
-        try:
-            return draw()
-        except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
-            self._show(f"Could not draw {title.lower()}: {type(err).__name__}: {err}")
-            return _plots.placeholder(title, "Could not draw this plot (see the alert).")
+    def _view_changed(self, *events: param.parameterized.Event) -> None:
+        names = {e.name for e in events}
+        if "results" in names:
+            self._results_key = frame_key(self.results)
+        which = set()
+        if names & {"results", "stage", "problem", "horizon", "unroll", "show_target"}:
+            which.add("compile")
+        if names & {"results", "problem", "horizon", "unroll", "show_target"}:
+            which.add("metrics")
+        if "rollout_states" in names:
+            which.add("rollout")
+        self._redraw(which)
 
-    @param.depends("results", "stage", "problem", "horizon", "unroll", "show_target")
+    def _redraw(self, which: set[str]) -> None:
+        """Ask for the plots in ``which`` to be drawn again, on the next turn of the event loop
+        when the page gave one (:attr:`dispatch`), else at once."""
+        with self._lock:
+            first = not self._redraw_pending
+            self._redraw_pending |= which
+        if first and which:
+            if self.dispatch is None:
+                self._flush_redraw()
+            else:
+                self._post(self._flush_redraw)
+
+    def _flush_redraw(self) -> None:
+        with self._lock:
+            which, self._redraw_pending = self._redraw_pending, set()
+        self.param.update(**{f"_{name}_tick": getattr(self, f"_{name}_tick") + 1
+                             for name in sorted(which)})
+
+    def _cached(self, title: str, key: tuple, draw: Callable[[], Any]) -> Any:
+        """``draw()`` through :data:`PLOT_CACHE`; a plot that failed is shown, never cached."""
+        failed = []
+
+        def attempt() -> Any:
+            try:
+                return draw()
+            except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
+                failed.append(err)
+                return None
+
+        plot = PLOT_CACHE.get(key, attempt) if key is not None else attempt()
+        if plot is None:
+            if not failed:  # a failure cached by another page: draw again here to report it
+                plot = attempt()
+            if plot is None:
+                err = failed[-1]
+                self._show(f"Could not draw {title.lower()}: {type(err).__name__}: {err}")
+                return _plots.placeholder(title, "Could not draw this plot (see the alert).")
+        return plot
+
+    def _metric_key(self, kind: str, *extra: Any) -> tuple:
+        return (kind, self._results_key, *sorted(self._filters().items()), *extra)
+
+    @param.depends("_compile_tick")
     def compile_plot(self):
-        return self._drawn("Compile time", lambda: _plots.compile_time_plot(
-            self.results, stage=self.stage, **self._filters()))
+        return self._cached("Compile time", self._metric_key("compile", self.stage),
+                            lambda: _plots.compile_time_plot(self.results, stage=self.stage,
+                                                             **self._filters()))
 
-    @param.depends("results", "problem", "horizon", "unroll", "show_target")
+    @param.depends("_metrics_tick")
     def size_plot(self):
-        return self._drawn("Program size", lambda: _plots.program_size_plot(
-            self.results, **self._filters()))
+        return self._cached("Program size", self._metric_key("size"),
+                            lambda: _plots.program_size_plot(self.results, **self._filters()))
 
-    @param.depends("results", "problem", "horizon", "unroll", "show_target")
+    @param.depends("_metrics_tick")
     def runtime_plot(self):
-        return self._drawn("Runtime", lambda: _plots.runtime_plot(self.results, **self._filters()))
+        return self._cached("Runtime", self._metric_key("runtime"),
+                            lambda: _plots.runtime_plot(self.results, **self._filters()))
 
-    @param.depends("_rollout_tick", "rollout_states")
+    @param.depends("_rollout_tick")
     def rollout_plot(self):
         if self._rollout_n is None:
             title = "Rollout trajectories"
@@ -697,9 +858,13 @@ class ExplorerModel(param.Parameterized):
             title = f"Rollouts at N={self._rollout_n} ({self.problem}, H={self.horizon})"
         message = (f"No rollouts for {self.problem}, H={self.horizon} yet: "
                    f"Run with N ≤ {ROLLOUT_MAX_N}.")
-        return self._drawn("Rollouts", lambda: _plots.rollout_plot(
-            _plots.rollout_frame(self._rollout_data, self.rollout_states or None),
-            title=title, message=message))
+        data = tuple(sorted((rep, _array_key(names, array))
+                            for rep, (names, array) in self._rollout_data.items()))
+        states = tuple(self.rollout_states or ())
+        return self._cached("Rollouts", ("rollout", data, states, title, message),
+                            lambda: _plots.rollout_plot(
+                                _plots.rollout_frame(self._rollout_data, states or None),
+                                title=title, message=message))
 
     def plots(self) -> list:
         """The four plots as they are now (for notebooks and export)."""
@@ -753,8 +918,8 @@ class ExplorerModel(param.Parameterized):
         note = (f"Rollouts are captured for N ≤ {ROLLOUT_MAX_N} (at most {MAX_ROLLOUT_VARS} "
                 f"states each); shown: N={chosen}." if chosen is not None else
                 f"Rollouts are captured for N ≤ {ROLLOUT_MAX_N}; none for this selection yet.")
-        self.param.update(rollout_states=current, rollout_note=note,
-                          _rollout_tick=self._rollout_tick + 1)
+        self.param.update(rollout_states=current, rollout_note=note)
+        self._redraw({"rollout"})
 
     def table(self) -> pd.DataFrame:
         """The results as the table shows them: newest first, the useful columns."""

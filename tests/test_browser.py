@@ -7,6 +7,7 @@ horizon ≤ 6) except in the cancel test, whose run is meant to be long and is s
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -85,10 +86,23 @@ def test_run_adds_a_row_to_the_table_and_to_the_plots(page, served_app):
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.get_by_text(re.compile(r"Run finished: 2 of 2"))).to_be_visible(timeout=RUN_S)
     expect(page.locator(".tabulator-row", has_text="measured")).to_have_count(2)
-    plotted = _plotted(page)
-    assert {("dict", 3), ("array", 3)} <= plotted, plotted
+    deadline = time.monotonic() + 30  # the plots are redrawn just after the table
+    while not {("dict", 3), ("array", 3)} <= (plotted := _plotted(page)):
+        assert time.monotonic() < deadline, plotted
+        page.wait_for_timeout(100)
     page.wait_for_timeout(1000)
     _shot(page, "after-run.png")
+    # The Programs tab (built when first opened) shows the selected row's programs as text.
+    page.locator(".tabulator-row", has_text="dict").first.click()
+    page.locator(".bk-tab", has_text="Programs").click()
+    page.get_by_role("button", name="Show programs of the selected row").click()
+    expect(page.get_by_text(re.compile(r"Programs of: decay/dict N=3 H=6"))).to_be_visible(
+        timeout=RUN_S)
+    expect(page.locator("pre.program-text").first).to_contain_text("scan", timeout=RUN_S)
+    page.locator(".bk-tab").filter(has_text=re.compile(r"^StableHLO$")).click()
+    expect(page.locator("pre.program-text", has_text="stablehlo.").first).to_be_visible()
+    _shot(page, "programs.png")
+    page.locator(".bk-tab", has_text="Results").click()
     # The results and the plots leave the page as files.
     with page.expect_download() as csv:
         page.get_by_role("button", name="Download results (CSV)").click()

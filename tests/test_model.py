@@ -113,6 +113,10 @@ def test_run_measures_stores_and_plots(model):
     rollout_labels = set(_labels(model.rollout_plot()))
     assert rollout_labels == {"dict", "array"}
     assert model.rollout_states == ["state_0", "state_1", "state_2"]
+    # The trajectories came in a job of their own, after the row, and are stored with it.
+    for row_id in rows["id"]:
+        names, data = model.store.rollout(int(row_id))
+        assert names == ["state_0", "state_1", "state_2"] and data.shape == (5, 3)
     assert b"compile_s" in model.csv_bytes().splitlines()[0]
 
 
@@ -238,6 +242,44 @@ def test_default_backend_is_the_accelerator_once_the_worker_answers(tmp_path, ex
         other.close()
 
 
+def test_pages_showing_the_same_results_share_their_plots(tmp_path, executor):
+    db = tmp_path / "r.sqlite"
+    a = ExplorerModel(store=db, executor=executor, n_states=100, horizon=200)
+    b = ExplorerModel(store=db, executor=executor, n_states=100, horizon=200)
+    try:
+        for name in ("compile_plot", "size_plot", "runtime_plot", "rollout_plot"):
+            assert getattr(a, name)() is getattr(b, name)(), name  # built once, drawn twice
+        b.stage = "all stages"
+        assert a.compile_plot() is not b.compile_plot()
+        assert len(_labels(b.compile_plot())) == 3 * len(_labels(a.compile_plot()))
+        b.show_example = False  # other results: other plots, never a stale one
+        assert a.size_plot() is not b.size_plot()
+        assert any(isinstance(el, hv.Text) for el in b.size_plot())  # "no measurements here"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_redraws_wait_for_the_page_and_changes_that_come_together_draw_once(tmp_path, executor):
+    m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor)
+    try:
+        queue: list = []
+        m.dispatch = queue.append  # the page's event loop, run by hand
+        ticks = lambda: (m._compile_tick, m._metrics_tick)  # noqa: E731
+        before = ticks()
+        m.stage = "trace"
+        m.stage = "lower"
+        m.horizon = 100
+        assert ticks() == before  # nothing redrawn yet: the widget's own answer goes first
+        redraws = [fn for fn in queue if fn == m._flush_redraw]
+        assert len(redraws) == 1
+        redraws[0]()
+        assert ticks() == (before[0] + 1, before[1] + 1)
+        assert "(decay, H=100, loss)" in m.compile_plot().opts.get().kwargs["title"]
+    finally:
+        m.close()
+
+
 def test_the_view_builds_without_a_server(tmp_path, executor):
     import panel as pn
 
@@ -251,5 +293,20 @@ def test_the_view_builds_without_a_server(tmp_path, executor):
         layout = view.__panel__()
         assert isinstance(layout, pn.Row)  # a template only when served
         layout.get_root()
+        # The Programs tab is built the first time it is opened.
+        assert not view._programs_tab.objects
+        view._tabs.active = 1
+        assert view._programs_tab.objects
     finally:
         view.model.close()
+
+
+def test_program_text_is_escaped_never_markup():
+    from explorer._dashboard import program_html
+
+    html = program_html('<script>alert("x")</script> & <b>')
+    assert "<script>" not in html and "<b>" not in html
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;" in html
+    diff = program_html("--- a\n+++ b\n-old <i>\n+new\n same", diff=True)
+    assert diff.count("<span") == 2 and "&lt;i&gt;" in diff and "<i>" not in diff
+    assert program_html("") == ""

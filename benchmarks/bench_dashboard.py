@@ -5,17 +5,17 @@
 (``run_benchmarks.py`` runs this too, as its part d.) Drives Debian's chromium with Playwright
 against ``panel serve apps/explorer_app.py`` on 127.0.0.1 with a throw-away results store:
 
-* server start -> HTTP ready, and server ready -> first render (a Bokeh plot and the Run button
-  on the page);
-* click Run -> first result and -> run finished (the default case: decay, N=100, H=200, dict and
-  array, loss), first on a fresh server (the page has started the shared worker by then) and
-  again warm. The
-  page's status line is what the user reads, so that is what we wait for; it is refreshed every
-  0.25 s while a case runs, which bounds the resolution of "first result";
+* server start -> HTTP ready; server ready -> first render (the four plots drawn on their
+  canvases and the Run button on the page) and -> page complete (the results table has rows);
+* click Run -> first result (the first measured case drawn in the compile-time plot, read off
+  the Bokeh data in the page every 10 ms) and -> run finished (the status line), for the default
+  case (decay, N=100, H=200, dict and array, loss), first on a fresh server and again warm;
+  *beyond the measurement* subtracts that first case's own measurement time, as the worker
+  stamped it in the store (``finished_at - started_at``: trace, lower, compile and runs);
 * widget response while a long compile runs (dict at N=3000 in the worker) against the same
   interaction when idle, two ways: a widget round trip (pick an N preset until the server has
   copied it into the N entry) and a plot update (change the "Compile time: stage" select until
-  the legend text that depends on it shows; the four plots are recomputed on the server);
+  the compile-time plot in the page has its new lines);
 * memory per additional browser session: the server's resident memory as sessions are opened
   on a fresh server (before any run).
 """
@@ -40,7 +40,6 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "apps" / "explorer_app.py"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-STAGE_TEXT = "Compile stages: dotted"  # the legend note shown only for stage "all stages"
 
 
 def available() -> str | None:
@@ -83,7 +82,8 @@ class _Server:
     def __init__(self, workdir: Path):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/{APP.stem}"
-        env = {**os.environ, "PYTREE_EXPLORER_DB": str(workdir / "results.sqlite"),
+        self.store = workdir / "results.sqlite"
+        env = {**os.environ, "PYTREE_EXPLORER_DB": str(self.store),
                "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
         self.log = (workdir / "server.log").open("w")
         self.started = time.perf_counter()
@@ -116,15 +116,33 @@ class _Server:
         self.log.close()
 
 
-def _open(browser: Any, url: str) -> tuple[Any, float]:
-    """A new browser session on the page; returns it and seconds until it rendered."""
+# Counts the Bokeh canvases drawn in the page (through the shadow roots).
+_CANVASES = """() => {
+  let count = 0;
+  const stack = [document];
+  while (stack.length) {
+    const node = stack.pop();
+    if (node.shadowRoot) stack.push(node.shadowRoot);
+    const kids = node.children || [];
+    for (let i = 0; i < kids.length; i++) stack.push(kids[i]);
+    if (node.classList && node.classList.contains('bk-Canvas')) count++;
+  }
+  return count;
+}"""
+
+
+def _open(browser: Any, url: str) -> tuple[Any, float, float]:
+    """A new browser session on the page; returns it, the seconds until the four plots and the
+    Run button were drawn (first render), and until the results table had rows (complete)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     t0 = time.perf_counter()
     page.goto(url)
-    page.locator(".bk-Figure").first.wait_for(timeout=120_000)
     page.get_by_role("button", name="Run", exact=True).wait_for(timeout=120_000)
-    return page, time.perf_counter() - t0
+    page.wait_for_function(f"() => ({_CANVASES})() >= 4", timeout=120_000, polling=10)
+    rendered = time.perf_counter() - t0
+    page.locator(".tabulator-row").first.wait_for(timeout=120_000)
+    return page, rendered, time.perf_counter() - t0
 
 
 # Records every change of the page's status line (found through the shadow roots) with the
@@ -152,6 +170,54 @@ _STATUS_LOGGER = """() => {
 }"""
 
 
+# Records, with the page's clock, every change of what the compile-time plot holds: how many
+# data sources it has (one per line, and one for the points) and the sum of their times. A
+# result that reaches the plot changes the sum; a stage change changes the count.
+_PLOT_LOGGER = """() => {
+  if (window.__plotLog) return;
+  window.__plotLog = [];
+  let last = null;
+  // Walks the views on the page (a document keeps models it no longer shows).
+  const probe = () => {
+    let sources = 0, total = 0;
+    const index = window.Bokeh ? Bokeh.index : {};
+    const seen = new Set();
+    const walk = (view) => {
+      if (!view || seen.has(view)) return;
+      seen.add(view);
+      const source = view.model && view.model.data_source;
+      if (source && source.data && source.data.seconds_compile !== undefined) {
+        sources++;
+        for (const x of source.data.seconds_compile) total += Number(x) || 0;
+      }
+      if (typeof view.children === 'function') for (const child of view.children()) walk(child);
+    };
+    for (const root of (index instanceof Map ? index.values() : Object.values(index))) walk(root);
+    return sources + ':' + total.toPrecision(12);
+  };
+  setInterval(() => {
+    const now = probe();
+    if (now !== last) { last = now; window.__plotLog.push([performance.now(), now]); }
+  }, 10);
+}"""
+
+
+def _plot_changed(page: Any, since_ms: float, timeout: float, sources: bool = False) -> float:
+    """Seconds from ``since_ms`` (page clock) to the first change of the compile-time plot (of
+    its number of data sources when ``sources``) after that moment."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = page.evaluate("window.__plotLog")
+        before = [text for stamp, text in log if stamp <= since_ms]
+        base = before[-1] if before else None
+        for stamp, text in log:
+            if stamp > since_ms and text != base and (
+                    not sources or base is None or text.split(":")[0] != base.split(":")[0]):
+                return (stamp - since_ms) / 1000.0
+        time.sleep(0.02)
+    raise TimeoutError(f"the compile-time plot did not change in {timeout:g} s")
+
+
 def _wait_status(page: Any, since_ms: float, pattern: re.Pattern, timeout: float) -> float:
     """Seconds from ``since_ms`` (page clock) to the first status text matching ``pattern``."""
     deadline = time.monotonic() + timeout
@@ -168,16 +234,49 @@ def _status_now(page: Any) -> str:
     return (log[-1][1] or "") if log else ""
 
 
-def _click_run(page: Any, cases: int, timeout: float = 600) -> tuple[float, float]:
-    """Seconds from clicking Run to the first result, and to the run's end, read off the status."""
+def _click_run(page: Any, store: Path, timeout: float = 600) -> dict[str, float]:
+    """Click Run and time it: to the first result drawn in the compile-time plot, to the run's
+    end (the status line), and the first result's own measurement time (from the store)."""
     page.evaluate(_STATUS_LOGGER)
-    first = re.compile(rf"Run (2/{cases}|finished)") if cases > 1 else re.compile("Run finished")
+    page.evaluate(_PLOT_LOGGER)
     button = page.get_by_role("button", name="Run", exact=True)
     button.wait_for()
+    _settle(page)  # the last run's final redraw is over (it may come after "Run finished")
     since = page.evaluate("performance.now()")
+    clicked = time.time()
     button.click()
-    return (_wait_status(page, since, first, timeout),
-            _wait_status(page, since, re.compile("Run finished"), timeout))
+    first = _plot_changed(page, since, timeout)
+    done = _wait_status(page, since, re.compile("Run finished"), timeout)
+    own = _first_measurement_s(store, clicked)
+    return {"first": first, "done": done, "own": own,
+            "beyond": first - own if own is not None else None}
+
+
+def _settle(page: Any, quiet_s: float = 1.5, timeout: float = 120) -> None:
+    """Wait until the compile-time plot has not changed for ``quiet_s``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = page.evaluate("window.__plotLog")
+        now = page.evaluate("performance.now()")
+        if log and now - log[-1][0] >= quiet_s * 1000:
+            return
+        time.sleep(0.1)
+    raise TimeoutError("the page did not settle")
+
+
+def _first_measurement_s(store: Path, since: float) -> float | None:
+    """Seconds the first row stored after ``since`` took to measure (its trace, lower, compile
+    and runs: ``finished_at - started_at``, as the worker stamped them)."""
+    import sqlite3  # noqa: PLC0415
+
+    con = sqlite3.connect(store)
+    try:
+        found = con.execute("SELECT started_at, finished_at FROM measurements WHERE "
+                            "started_at >= ? AND status = 'ok' ORDER BY id LIMIT 1",
+                            (since,)).fetchone()
+    finally:
+        con.close()
+    return None if found is None else float(found[1]) - float(found[0])
 
 
 def _stage_select(page: Any) -> Any:
@@ -185,31 +284,59 @@ def _stage_select(page: Any) -> Any:
 
 
 def _toggle_stage(page: Any) -> list[float]:
-    """Plot updates: pick "all stages" until its legend text shows, then "total" until it goes."""
-    select, note = _stage_select(page), page.get_by_text(STAGE_TEXT)
+    """Plot updates: pick "all stages", then "total", each until the compile-time plot in the
+    page has its new lines (three per representation, then one)."""
+    page.evaluate(_PLOT_LOGGER)
+    select = _stage_select(page)
     times = []
-    for value, visible in (("all stages", True), ("total", False)):
-        t0 = time.perf_counter()
+    for value in ("all stages", "total"):
+        time.sleep(SETTLE_S)
+        since = page.evaluate("performance.now()")
         select.select_option(value)
-        note.first.wait_for(state="visible" if visible else "detached", timeout=120_000)
-        times.append(time.perf_counter() - t0)
+        times.append(_plot_changed(page, since, 120, sources=True))
     return times
 
 
+# Picks a value in the select of one labelled input group and returns the milliseconds until
+# the input of another group shows it (both timed with the page's clock, polled every 2 ms).
+_ROUND_TRIP = """async ([selectLabel, inputLabel, value]) => {
+  const nodes = [], stack = [document];
+  while (stack.length) {
+    const node = stack.pop();
+    if (node.shadowRoot) stack.push(node.shadowRoot);
+    const kids = node.children || [];
+    for (let i = 0; i < kids.length; i++) stack.push(kids[i]);
+    nodes.push(node);
+  }
+  const group = (label) => nodes.find(n => n.classList && n.classList.contains('bk-input-group')
+                                         && n.textContent.includes(label));
+  const select = group(selectLabel).querySelector('select');
+  const input = group(inputLabel).querySelector('input');
+  const t0 = performance.now();
+  select.value = value;
+  select.dispatchEvent(new Event('input', {bubbles: true}));
+  select.dispatchEvent(new Event('change', {bubbles: true}));
+  while (input.value.replace(/,/g, '') !== value) {
+    if (performance.now() - t0 > 120000) return null;
+    await new Promise(resolve => setTimeout(resolve, 2));
+  }
+  return performance.now() - t0;
+}"""
+
+SETTLE_S = 1.5  # between two probes: each change is timed alone, not queued behind the last
+
+
 def _toggle_n(page: Any) -> list[float]:
-    """Widget round trips: pick an N preset until the server has copied it into the N entry."""
-    preset = page.locator(".bk-input-group", has_text="State count N (presets)").locator("select")
-    entry = page.locator(".bk-input-group", has_text="or any N").locator("input")
+    """Widget round trips: pick an N preset until the server has copied it into the N entry
+    (timed in the page). Each change starts on a settled page: the previous one's plot redraw
+    is over, so a probe times one user action, not a queue of them."""
     times = []
     for value in ("30", "10"):
-        t0 = time.perf_counter()
-        preset.select_option(value)
-        deadline = time.monotonic() + 120
-        while entry.input_value().replace(",", "") != value:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the N entry never showed {value}")
-            time.sleep(0.01)
-        times.append(time.perf_counter() - t0)
+        time.sleep(SETTLE_S)
+        ms = page.evaluate(_ROUND_TRIP, ["State count N (presets)", "or any N", value])
+        if ms is None:
+            raise TimeoutError(f"the N entry never showed {value}")
+        times.append(ms / 1000.0)
     return times
 
 
@@ -240,8 +367,8 @@ def run(quick: bool = False) -> dict[str, Any]:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 try:
-                    page, first_render = _open(browser, server.url)
-                    out["first_render_s"] = first_render
+                    page, first_render, _ = _open(browser, server.url)
+                    out["first_render_browser_start_s"] = first_render
 
                     # Memory per additional session, on a fresh server (before any run, so the
                     # heap has no freed space for new sessions to reuse unseen).
@@ -249,7 +376,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                     rss = [_rss_bytes(server.proc.pid)]
                     extra_pages, renders = [], []
                     for _ in range(sessions - 1):
-                        extra, seconds = _open(browser, server.url)
+                        extra, seconds, _ = _open(browser, server.url)
                         extra_pages.append(extra)
                         renders.append(seconds)
                         time.sleep(1.0)  # let the session settle
@@ -258,21 +385,34 @@ def run(quick: bool = False) -> dict[str, Any]:
                     out["rss_one_session_bytes"] = rss[0]
                     out["rss_by_sessions_bytes"] = rss
                     out["rss_per_session_bytes"] = _summary(steps)
-                    out["first_render_additional_sessions_s"] = _summary(renders)
+                    out["first_render_with_sessions_open_s"] = _summary(renders)
                     for extra in extra_pages:  # their periodic refreshes must not load the server
                         extra.context.close()
 
+                    # First render as a user with a running browser sees it: one page at a time,
+                    # each in a fresh browser context (nothing cached), closed afterwards.
+                    renders, completes = [], []
+                    for _ in range(rounds + 1):
+                        time.sleep(1.0)
+                        fresh, seconds, complete = _open(browser, server.url)
+                        fresh.context.close()
+                        renders.append(seconds)
+                        completes.append(complete)
+                    out["first_render_s"] = _summary(renders)
+                    out["page_complete_s"] = _summary(completes)
+
                     # Click -> result: the first run in the server, then warm ones.
-                    cold_first, cold_done = _click_run(page, cases=2)
-                    out["click_to_first_result_cold_s"] = cold_first
-                    out["click_to_finished_cold_s"] = cold_done
-                    warm_first, warm_done = [], []
-                    for _ in range(rounds):
-                        a, b = _click_run(page, cases=2)
-                        warm_first.append(a)
-                        warm_done.append(b)
-                    out["click_to_first_result_warm_s"] = _summary(warm_first)
-                    out["click_to_finished_warm_s"] = _summary(warm_done)
+                    cold = _click_run(page, server.store)
+                    out["click_to_first_result_cold_s"] = cold["first"]
+                    out["click_to_finished_cold_s"] = cold["done"]
+                    out["first_result_measurement_cold_s"] = cold["own"]
+                    out["first_result_beyond_measurement_cold_s"] = cold["beyond"]
+                    warm = [_click_run(page, server.store) for _ in range(rounds)]
+                    for key, name in (("first", "click_to_first_result_warm_s"),
+                                      ("done", "click_to_finished_warm_s"),
+                                      ("own", "first_result_measurement_warm_s"),
+                                      ("beyond", "first_result_beyond_measurement_warm_s")):
+                        out[name] = _summary([w[key] for w in warm if w[key] is not None])
 
                     # Widget response, idle and while a long compile runs in the worker.
                     out["widget_roundtrip_idle_s"] = _summary(

@@ -65,6 +65,7 @@ GOALS = {
     "named_over_array": 1.1,         # every figure
     "first_render_s": 3.0,           # dashboard: server ready -> plots and Run button
     "widget_busy_s": 0.3,            # dashboard: a widget change shows while a compile runs
+    "first_result_beyond_s": 1.0,    # dashboard: click -> first result, beyond its measurement
 }
 
 
@@ -455,6 +456,7 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     dash = results.get("dashboard")
     if dash and not dash.get("errors"):
         first = dash.get("first_render_s")
+        first = first.get("median") if isinstance(first, dict) else first
         if first is not None:
             goals.append({"benchmark": "d", "what": "server ready -> first render (s)",
                           "value": first, "goal": f"<= {GOALS['first_render_s']:g} s",
@@ -462,6 +464,17 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
                           "note": "the server builds four HoloViews plots (about 40 Bokeh glyph "
                                   "renderers for the example sweep) and the browser draws them on "
                                   "the same cores"})
+        for key, when in (("first_result_beyond_measurement_cold_s", "first run on a fresh server"),
+                          ("first_result_beyond_measurement_warm_s", "warm")):
+            value = dash.get(key)
+            value = value.get("median") if isinstance(value, dict) else value
+            if value is None:
+                continue
+            goals.append({"benchmark": "d",
+                          "what": f"click -> first result in the plot, beyond its measurement, "
+                                  f"{when} (s)",
+                          "value": value, "goal": f"<= {GOALS['first_result_beyond_s']:g} s",
+                          "pass": value <= GOALS["first_result_beyond_s"], "note": ""})
         busy = (dash.get("widget_roundtrip_during_compile_s") or {}).get("median")
         if busy is not None:
             goals.append({"benchmark": "d", "what": "widget change shown while a long compile runs (s)",
@@ -684,13 +697,16 @@ def _dashboard_markdown(dash: dict[str, Any] | None) -> list[str]:
         f"{' '.join(a for a in ('--no-sandbox', '--disable-gpu', '--disable-background-networking'))}). "
         "Browser, server and worker share this machine's cores, so these are latencies a user on "
         "this machine would see, not a property of the code alone. Seconds unless stated; "
-        f"{dash.get('rounds')} rounds where a median is given. *First result* and *finished* are "
-        "read off the page's status line (it changes every 0.25 s while a case runs); the default "
-        "case is measured (decay, N=100, H=200, dict and array, loss). The long "
+        f"{dash.get('rounds')} rounds where a median is given. *First render* waits for the four "
+        "plots to be drawn on their canvases; *page complete* for rows in the results table. "
+        "*First result* is the moment the first measured case is in the compile-time plot "
+        "(the Bokeh data in the page, read every 10 ms); *beyond the measurement* subtracts that "
+        "case's own measurement time as the worker stamped it in the store (trace, lower, "
+        "compile and runs); *finished* is read off the status line. The default case is "
+        "measured (decay, N=100, H=200, dict and array, loss). The long "
         "compile is dict at N=3000 running in the shared worker; *widget round trip* is picking "
         "an N preset until the server has copied it into the N entry; *plot update* is changing "
-        "the compile-stage select until the legend text that depends on it shows (the server "
-        "recomputes the four plots).",
+        "the compile-stage select until the compile-time plot in the page has its new lines.",
         "",
         "| figure | value |",
         "|---|---|",
@@ -710,10 +726,17 @@ def _dashboard_markdown(dash: dict[str, Any] | None) -> list[str]:
 
     rows = [
         ("server start → HTTP ready", cell("server_ready_s")),
-        ("server ready → first render (plots and Run button)", cell("first_render_s")),
-        ("click Run → first result, first run on a fresh server", cell("click_to_first_result_cold_s")),
+        ("server ready → first render (four plots drawn, Run button), a fresh page each time",
+         cell("first_render_s")),
+        ("server ready → page complete (results table filled)", cell("page_complete_s")),
+        ("first render of the first page after the browser started", cell("first_render_browser_start_s")),
+        ("click Run → first result in the plot, first run on a fresh server", cell("click_to_first_result_cold_s")),
+        ("… of which the first case's own measurement", cell("first_result_measurement_cold_s")),
+        ("… beyond the measurement", cell("first_result_beyond_measurement_cold_s")),
         ("click Run → run finished (2 cases), first run on a fresh server", cell("click_to_finished_cold_s")),
-        ("click Run → first result, warm", cell("click_to_first_result_warm_s")),
+        ("click Run → first result in the plot, warm", cell("click_to_first_result_warm_s")),
+        ("… of which the first case's own measurement", cell("first_result_measurement_warm_s")),
+        ("… beyond the measurement", cell("first_result_beyond_measurement_warm_s")),
         ("click Run → run finished (2 cases), warm", cell("click_to_finished_warm_s")),
         ("widget round trip, idle", cell("widget_roundtrip_idle_s")),
         ("widget round trip, during a long compile", cell("widget_roundtrip_during_compile_s")),
@@ -724,7 +747,8 @@ def _dashboard_markdown(dash: dict[str, Any] | None) -> list[str]:
         (f"server memory per additional session (fresh server, {dash.get('sessions')} sessions), MiB",
          cell("rss_per_session_bytes", 1 / 2**20)),
         ("server memory with one session, MiB", cell("rss_one_session_bytes", 1 / 2**20)),
-        ("first render of each additional session", cell("first_render_additional_sessions_s")),
+        ("first render of each additional session, the earlier ones still open",
+         cell("first_render_with_sessions_open_s")),
     ]
     lines += [f"| {name} | {value} |" for name, value in rows]
     if dash.get("errors"):

@@ -224,8 +224,9 @@ def _overhead_breakdown(representation: str, target: str, backend: str | None) -
         "stablehlo_text": lowered.as_text,
         "optimised_hlo_text": lambda: _optimised_text(compiled),
         "cost_analysis": lambda: _cost(compiled),
-        "memory_analysis": lambda: _memory(compiled),
         "count_eqns": lambda: count_eqns(traced.jaxpr),
+        # Not part of a default measurement: what memory=True would add.
+        "memory_analysis (memory=True only)": lambda: _memory(compiled),
     }
     out = {}
     for name, call in parts.items():
@@ -271,8 +272,8 @@ def bench_fidelity(rounds: int, targets: tuple[str, ...], backend: str | None) -
             "hlo_pre_bytes": items[0]["measure"]["hlo_pre_bytes"],
             "pairs": items,
         }
-    breakdown = {f"{rep}/{targets[0]}": _overhead_breakdown(rep, targets[0], backend)
-                 for rep in FIDELITY_PROGRAMS}
+    breakdown = {f"{rep}/{target}": _overhead_breakdown(rep, target, backend)
+                 for target in targets for rep in FIDELITY_PROGRAMS}
     return {"n_states": FIDELITY_N, "horizon": FIDELITY_HORIZON, "rounds": rounds,
             "targets": list(targets), "programs": programs, "overhead_breakdown_s": breakdown}
 
@@ -422,11 +423,13 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
                                      if fastest is not None else "")})
             pct = prog["overhead_pct"]["median"]
             parts = fid["overhead_breakdown_s"].get(key, {})
-            top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+            top = sorted(((k, t) for k, t in parts.items() if "only" not in k),
+                         key=lambda kv: -kv[1])[:3]
+            ok = pct <= GOALS["overhead_pct"]
             goals.append({"benchmark": "a", "what": f"measurement overhead beyond stages, {key} (%)",
-                          "value": pct, "goal": f"<= {GOALS['overhead_pct']:g} %",
-                          "pass": pct <= GOALS["overhead_pct"],
-                          "note": "largest parts: " + ", ".join(f"{k} {1e3 * t:.0f} ms" for k, t in top)})
+                          "value": pct, "goal": f"<= {GOALS['overhead_pct']:g} %", "pass": ok,
+                          "note": "" if ok else "largest parts: " + ", ".join(
+                              f"{k} {1e3 * t:.0f} ms" for k, t in top)})
     work = results.get("worker")
     if work:
         for key, what in (("overhead_ms", "end to end"), ("transport_ms", "transport")):

@@ -17,7 +17,7 @@ import panel as pn
 import param
 from panel.io.state import set_curdoc
 
-from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
+from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel, warm_plotting
 
 __all__ = ["Dashboard", "ExplorerModel", "dashboard"]
 
@@ -114,6 +114,7 @@ class Dashboard(pn.viewable.Viewer):
             # Polling starts when a browser has loaded the page: a request that never opens it
             # (a health check, a closed tab) must not keep redrawing plots nobody sees.
             pn.state.onload(self._start_polling)
+            pn.state.onload(warm_plotting)  # once per server, after the first page has drawn
             pn.state.on_session_destroyed(self._session_destroyed)
         self._build()
 

@@ -179,6 +179,35 @@ class _PlotCache:
 PLOT_CACHE = _PlotCache()
 
 
+_warmed_plotting = threading.Event()
+
+
+def warm_plotting() -> None:
+    """Draw the plots once, off screen, as they look after a first run (the example beside a
+    measured row), so the first result a server shows does not also pay for the first use of
+    the plotting code (about 0.4 s). Once per process; the objects are thrown away."""
+    if _warmed_plotting.is_set():
+        return
+    _warmed_plotting.set()
+    import holoviews as hv  # noqa: PLC0415
+
+    example, rollouts = load_example()
+    if example.empty:
+        return
+    measured = example.iloc[: len(example) // 2].assign(source="measured", id=1)
+    frame = pd.concat([example, measured], ignore_index=True)
+    first = example.iloc[0]
+    filters = dict(problem=first["problem"], horizon=int(first["horizon"]),
+                   unroll=int(first["unroll"]), target=first["target"])
+    plots = [_plots.compile_time_plot(frame, **filters), _plots.program_size_plot(frame, **filters),
+             _plots.runtime_plot(frame, **filters)]
+    if rollouts:
+        plots.append(_plots.rollout_plot(_plots.rollout_frame(dict(list(
+            {str(k): v for k, v in rollouts.items()}.items())[:2]))))
+    for plot in plots:
+        hv.render(plot, backend="bokeh")
+
+
 class ExplorerModel(param.Parameterized):
     """One page of the explorer: the controls, the results, and what is running.
 

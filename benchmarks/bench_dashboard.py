@@ -116,18 +116,25 @@ class _Server:
         self.log.close()
 
 
-# Counts the Bokeh canvases drawn in the page (through the shadow roots).
-_CANVASES = """() => {
-  let count = 0;
-  const stack = [document];
-  while (stack.length) {
-    const node = stack.pop();
-    if (node.shadowRoot) stack.push(node.shadowRoot);
-    const kids = node.children || [];
-    for (let i = 0; i < kids.length; i++) stack.push(kids[i]);
-    if (node.classList && node.classList.contains('bk-Canvas')) count++;
-  }
-  return count;
+# Every element of the page, through the shadow roots Bokeh and Panel draw into (JavaScript,
+# pasted at the top of the snippets below).
+_ALL_NODES = """
+  const allNodes = () => {
+    const nodes = [], stack = [document];
+    while (stack.length) {
+      const node = stack.pop();
+      if (node.shadowRoot) stack.push(node.shadowRoot);
+      const kids = node.children || [];
+      for (let i = 0; i < kids.length; i++) stack.push(kids[i]);
+      nodes.push(node);
+    }
+    return nodes;
+  };
+"""
+
+# Counts the Bokeh canvases drawn in the page.
+_CANVASES = "() => {" + _ALL_NODES + """
+  return allNodes().filter(n => n.classList && n.classList.contains('bk-Canvas')).length;
 }"""
 
 
@@ -147,20 +154,14 @@ def _open(browser: Any, url: str) -> tuple[Any, float, float]:
 
 # Records every change of the page's status line (found through the shadow roots) with the
 # page's clock, every 10 ms, so a state that lasts a moment is not missed.
-_STATUS_LOGGER = """() => {
+_STATUS_LOGGER = "() => {" + _ALL_NODES + """
   if (window.__statusLog) return;
   window.__statusLog = [];
   let el = null, last = null;
   const find = () => {
-    const stack = [document];
-    while (stack.length) {
-      const node = stack.pop();
-      if (node.shadowRoot) stack.push(node.shadowRoot);
-      const kids = node.children || [];
-      for (let i = 0; i < kids.length; i++) stack.push(kids[i]);
-      if (node.tagName === 'STRONG' && node.textContent.trim() === 'Status:') return node.parentElement;
-    }
-    return null;
+    const strong = allNodes().find(n => n.tagName === 'STRONG'
+                                        && n.textContent.trim() === 'Status:');
+    return strong ? strong.parentElement : null;
   };
   setInterval(() => {
     if (!el || !el.isConnected) el = find();
@@ -299,15 +300,8 @@ def _toggle_stage(page: Any) -> list[float]:
 
 # Picks a value in the select of one labelled input group and returns the milliseconds until
 # the input of another group shows it (both timed with the page's clock, polled every 2 ms).
-_ROUND_TRIP = """async ([selectLabel, inputLabel, value]) => {
-  const nodes = [], stack = [document];
-  while (stack.length) {
-    const node = stack.pop();
-    if (node.shadowRoot) stack.push(node.shadowRoot);
-    const kids = node.children || [];
-    for (let i = 0; i < kids.length; i++) stack.push(kids[i]);
-    nodes.push(node);
-  }
+_ROUND_TRIP = "async ([selectLabel, inputLabel, value]) => {" + _ALL_NODES + """
+  const nodes = allNodes();
   const group = (label) => nodes.find(n => n.classList && n.classList.contains('bk-input-group')
                                          && n.textContent.includes(label));
   const select = group(selectLabel).querySelector('select');

@@ -344,6 +344,27 @@ def _measure_rep(rep: str, n: int, target: str, backend: str | None) -> dict[str
             "device_kind": m.device_kind}
 
 
+def _paired_run_ratio(n: int, target: str, backend: str | None) -> float:
+    """named/array runtime per call, the two compiled programs called in alternation in one loop
+    (A B B A ...): both see the same machine state, unlike two measurements taken apart."""
+    programs = {}
+    with jax.default_device(_device(backend)):
+        for rep in ("array", "named"):
+            case = explorer.build_case(PROBLEM, rep, n, REP_HORIZON)
+            args = jax.device_put(case.args)
+            compiled = jax.jit(case.function(target)).lower(*args).compile()
+            jax.block_until_ready(compiled(*args))
+            programs[rep] = (compiled, args)
+        times: dict[str, list[float]] = {"array": [], "named": []}
+        for i in range(REP_RUNS):
+            for rep in (("array", "named") if i % 2 == 0 else ("named", "array")):
+                compiled, args = programs[rep]
+                t0 = time.perf_counter()
+                jax.block_until_ready(compiled(*args))
+                times[rep].append(time.perf_counter() - t0)
+    return statistics.median(times["named"]) / statistics.median(times["array"])
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b not in (None, 0) else None
 
@@ -354,6 +375,7 @@ def bench_representations(sizes: tuple[int, ...], rounds: int, dict_rounds: int,
     for n in sizes:
         for target in ("loss", "grad"):
             runs: list[dict[str, dict[str, Any]]] = []
+            paired: list[float] = []
             for r in range(rounds):
                 reps = ["array", "named"]
                 wanted_dict = dict_rounds if n < DICT_LARGE_N else min(dict_rounds, 1)
@@ -362,8 +384,10 @@ def bench_representations(sizes: tuple[int, ...], rounds: int, dict_rounds: int,
                 shift = r % len(reps)  # rotate the order each round
                 reps = reps[shift:] + reps[:shift]
                 runs.append({rep: _measure_rep(rep, n, target, backend) for rep in reps})
+                paired.append(_paired_run_ratio(n, target, backend))
             _log(f"representations N={n} {target}: {rounds} rounds done")
-            cell: dict[str, Any] = {"n_states": n, "target": target, "rounds": runs}
+            cell: dict[str, Any] = {"n_states": n, "target": target, "rounds": runs,
+                                    "named_over_array_paired_run_s": _summary(paired)}
             # Whether named and array are one program to XLA (deterministic, unlike times).
             named = explorer.build_case(PROBLEM, "named", n, REP_HORIZON)
             array = explorer.build_case(PROBLEM, "array", n, REP_HORIZON)
@@ -441,21 +465,31 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     if reps:
         limit = GOALS["named_over_array"]
         for cell in reps["cells"]:
+            paired = cell.get("named_over_array_paired_run_s")
             for fig, ratio in cell["named_over_array"].items():
                 value = ratio["ratio_of_medians"]
+                what = f"named/array {fig}, N={cell['n_states']} {cell['target']}"
+                if fig == "run_s" and paired and paired.get("median") is not None:
+                    # Runtimes of tens of microseconds wander by up to 2x between two separate
+                    # measurements on a shared machine; calls alternated in one loop do not.
+                    value = paired["median"]
+                    what = (f"named/array run_s (calls alternated in one loop), "
+                            f"N={cell['n_states']} {cell['target']}")
+                    spread = paired["spread"]
+                else:
+                    spread = ratio["per_round"]["spread"]
                 if value is None:
                     continue
                 same = cell.get("named_is_array", {})
                 identical = bool(same.get("same_jaxpr") and same.get("same_hlo"))
-                spread = ratio["per_round"]["spread"]
                 note = ""
                 if value > limit and identical and fig.endswith("_s"):
-                    note = ("same program to XLA, so timing noise (per-round ratios "
-                            f"{_fmt(spread[0])}–{_fmt(spread[1])})")
-                goals.append({"benchmark": "c",
-                              "what": f"named/array {fig}, N={cell['n_states']} {cell['target']}",
-                              "value": value, "goal": f"<= {limit:g}", "pass": value <= limit,
-                              "note": note})
+                    note = ("same program to XLA; per-round ratios "
+                            f"{_fmt(spread[0])}–{_fmt(spread[1])}"
+                            + ("; a call also flattens the NamedArray pytree in Python "
+                               "(microseconds)" if fig == "run_s" else ", so timing noise"))
+                goals.append({"benchmark": "c", "what": what, "value": value,
+                              "goal": f"<= {limit:g}", "pass": value <= limit, "note": note})
     dash = results.get("dashboard")
     if dash and not dash.get("errors"):
         first = dash.get("first_render_s")
@@ -628,9 +662,9 @@ def render_markdown(results: dict[str, Any]) -> str:
             "[spread of per-round ratios].",
             "",
             "| N | target | named = array to XLA | named/array compile | named/array trace+lower+compile "
-            "| named/array StableHLO | named/array optimised HLO | named/array run | dict/array compile "
-            "| dict/array StableHLO |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| named/array StableHLO | named/array optimised HLO | named/array run "
+            "| named/array run, calls alternated | dict/array compile | dict/array StableHLO |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for cell in reps["cells"]:
             na, da = cell["named_over_array"], cell["dict_over_array"]
@@ -649,12 +683,22 @@ def render_markdown(results: dict[str, Any]) -> str:
                          f"no (jaxpr {same.get('same_jaxpr')}, HLO {same.get('same_hlo')})")
             lines.append(f"| {cell['n_states']} | {cell['target']} | {same_text} | {rc(na['compile_s'])} | "
                          f"{rc(na['total_compile_s'])} | {rc(na['hlo_pre_bytes'])} | "
-                         f"{rc(na['hlo_post_bytes'])} | {rc(na['run_s'])} | {rc(da['compile_s'])} | "
-                         f"{rc(da['hlo_pre_bytes'])} |")
+                         f"{rc(na['hlo_post_bytes'])} | {rc(na['run_s'])} | "
+                         f"{_fmt_summary(cell.get('named_over_array_paired_run_s'))} | "
+                         f"{rc(da['compile_s'])} | {rc(da['hlo_pre_bytes'])} |")
         lines += ["", "*named = array to XLA*: `explorer.compare` finds the same jaxpr (up to names) "
                   "and the same StableHLO (once module and argument names are normalised). Where it "
-                  "says yes, XLA compiles and runs one and the same program for both, so a time "
-                  "ratio away from 1 in that row is machine noise, not a cost of `named`.", ""]
+                  "says yes, XLA compiles and runs one and the same program for both, so a compile "
+                  "ratio away from 1 in that row is machine noise, not a cost of `named`. A call "
+                  "still differs by one thing: JAX flattens the arguments in Python, and a "
+                  "`NamedArray` is a custom pytree node (a few microseconds per call, visible only "
+                  "for programs that run in tens of microseconds). *named/array run* divides the "
+                  "medians of two separate measurements (each the median of "
+                  f"{reps['runs_per_measurement']} calls); on a shared machine microsecond runtimes "
+                  "wander between them by up to 2x. *Calls alternated* compiles both programs and "
+                  f"calls them in turn in one loop ({reps['runs_per_measurement']} calls each, per "
+                  "round: median [spread] over rounds), so both see the same machine state; the run "
+                  "goal is read from it.", ""]
         lines += ["Program sizes (deterministic, so quoted on any backend): StableHLO bytes and "
                   "jaxpr equations (recursive).", "",
                   "| N | target | array bytes | named bytes | dict bytes | array eqns | named eqns | dict eqns |",

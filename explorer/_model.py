@@ -646,13 +646,13 @@ class ExplorerModel(param.Parameterized):
 
         The next job starts only then: the drawing would otherwise share the machine's cores
         with that job's compile (and slow both: the timing, and the result reaching the page).
-        Handed over in two hops: the first runs after the update posted before it, and posts
-        the second behind the redraw that update asked for.
+        The check runs after the update posted before it, and waits behind every redraw that
+        update asked for.
         """
         if self.dispatch is None or self._closed:
             return
         done = threading.Event()
-        self._post(lambda: self._post(done.set))
+        self._post(lambda: self._after_redraws(done.set))
         deadline = time.monotonic() + timeout
         while not done.wait(0.05):
             if cancel.is_set() or self._closed or time.monotonic() > deadline:
@@ -836,8 +836,23 @@ class ExplorerModel(param.Parameterized):
     def _flush_redraw(self) -> None:
         with self._lock:
             which, self._redraw_pending = self._redraw_pending, set()
+        # On a page, the compile-time plot (the one a new result is looked for in) goes out on
+        # its own turn, the others on the next: it does not wait for their rendering.
+        now = {"compile"} if (self.dispatch is not None and "compile" in which
+                              and len(which) > 1) else which
         self.param.update(**{f"_{name}_tick": getattr(self, f"_{name}_tick") + 1
-                             for name in sorted(which)})
+                             for name in sorted(now)})
+        if which - now:
+            self._redraw(which - now)
+
+    def _after_redraws(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the page's loop once no redraw is waiting (re-posted behind them)."""
+        with self._lock:
+            waiting = bool(self._redraw_pending)
+        if waiting and not self._closed:
+            self._post(functools.partial(self._after_redraws, fn))
+        else:
+            fn()
 
     def _cached(self, title: str, key: tuple, draw: Callable[[], Any]) -> Any:
         """``draw()`` through :data:`PLOT_CACHE`; a plot that failed is shown, never cached."""

@@ -273,7 +273,12 @@ def test_redraws_wait_for_the_page_and_changes_that_come_together_draw_once(tmp_
         assert ticks() == before  # nothing redrawn yet: the widget's own answer goes first
         redraws = [fn for fn in queue if fn == m._flush_redraw]
         assert len(redraws) == 1
+        queue.clear()
         redraws[0]()
+        # The compile-time plot first, on its own turn; the other plots on the next one.
+        assert ticks() == (before[0] + 1, before[1])
+        assert queue == [m._flush_redraw]
+        queue.pop()()
         assert ticks() == (before[0] + 1, before[1] + 1)
         assert "(decay, H=100, loss)" in m.compile_plot().opts.get().kwargs["title"]
     finally:

@@ -160,6 +160,8 @@ class _PlotCache:
         self._items: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
 
     def get(self, key: tuple, draw: Callable[[], Any]) -> Any:
+        """The object stored under ``key``, else ``draw()`` stored there (if it raises, the
+        error propagates and nothing is stored)."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
@@ -170,10 +172,6 @@ class _PlotCache:
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
         return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
 
 
 PLOT_CACHE = _PlotCache()
@@ -202,8 +200,8 @@ def warm_plotting() -> None:
     plots = [_plots.compile_time_plot(frame, **filters), _plots.program_size_plot(frame, **filters),
              _plots.runtime_plot(frame, **filters)]
     if rollouts:
-        plots.append(_plots.rollout_plot(_plots.rollout_frame(dict(list(
-            {str(k): v for k, v in rollouts.items()}.items())[:2]))))
+        two = {str(k): v for k, v in list(rollouts.items())[:2]}
+        plots.append(_plots.rollout_plot(_plots.rollout_frame(two)))
     for plot in plots:
         hv.render(plot, backend="bokeh")
 
@@ -856,24 +854,11 @@ class ExplorerModel(param.Parameterized):
 
     def _cached(self, title: str, key: tuple, draw: Callable[[], Any]) -> Any:
         """``draw()`` through :data:`PLOT_CACHE`; a plot that failed is shown, never cached."""
-        failed = []
-
-        def attempt() -> Any:
-            try:
-                return draw()
-            except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
-                failed.append(err)
-                return None
-
-        plot = PLOT_CACHE.get(key, attempt) if key is not None else attempt()
-        if plot is None:
-            if not failed:  # a failure cached by another page: draw again here to report it
-                plot = attempt()
-            if plot is None:
-                err = failed[-1]
-                self._show(f"Could not draw {title.lower()}: {type(err).__name__}: {err}")
-                return _plots.placeholder(title, "Could not draw this plot (see the alert).")
-        return plot
+        try:
+            return PLOT_CACHE.get(key, draw)
+        except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
+            self._show(f"Could not draw {title.lower()}: {type(err).__name__}: {err}")
+            return _plots.placeholder(title, "Could not draw this plot (see the alert).")
 
     def _metric_key(self, kind: str, *extra: Any) -> tuple:
         return (kind, self._results_key, *sorted(self._filters().items()), *extra)

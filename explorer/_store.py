@@ -149,8 +149,7 @@ class Store:
                                   tuple(values.values()))
                 row_id = int(cur.lastrowid)
                 if rollout is not None:
-                    con.execute("INSERT INTO rollouts VALUES (?, ?, ?)",
-                                (row_id, "\n".join(rollout[0]), _to_npy(rollout[1])))
+                    _insert_rollout(con, row_id, rollout)
         except sqlite3.Error as err:
             raise self._fail(err) from None
         finally:
@@ -166,8 +165,7 @@ class Store:
                                     (int(measurement_id),)).fetchone()
                 if found is None:
                     raise StoreError(f"store {self.path} has no measurement {measurement_id}")
-                con.execute("INSERT INTO rollouts VALUES (?, ?, ?)",
-                            (int(measurement_id), "\n".join(rollout[0]), _to_npy(rollout[1])))
+                _insert_rollout(con, int(measurement_id), rollout)
         except sqlite3.IntegrityError:
             raise StoreError(f"measurement {measurement_id} already has a rollout") from None
         except sqlite3.Error as err:
@@ -252,6 +250,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def _insert_rollout(con: sqlite3.Connection, measurement_id: int,
+                    rollout: tuple[list[str], np.ndarray]) -> None:
+    con.execute("INSERT INTO rollouts VALUES (?, ?, ?)",
+                (measurement_id, "\n".join(rollout[0]), _to_npy(rollout[1])))
 
 
 def _to_npy(array: np.ndarray) -> bytes:

@@ -81,11 +81,8 @@ def run_spec(spec: Spec) -> dict[str, Any]:
     Returns ``{"row": dict, "rollout": (names, array) | None}``.
     """
     from ._measure import measure_case  # noqa: PLC0415 - imports jax; worker side
-    from ._representations import build_case  # noqa: PLC0415
 
-    report("build")
-    case = build_case(spec.problem, spec.representation, spec.n_states, spec.horizon,
-                      unroll=spec.unroll)
+    case = _build(spec)
     started = time.time()
     measurement = measure_case(case, spec.target, repeats=spec.repeats, runs=spec.runs,
                                backend=spec.backend_requested, on_stage=report,
@@ -100,6 +97,14 @@ def run_spec(spec: Spec) -> dict[str, Any]:
     return {"row": row, "rollout": rollout}
 
 
+def _build(spec: Spec) -> Any:
+    from ._representations import build_case  # noqa: PLC0415 - imports jax; worker side
+
+    report("build")
+    return build_case(spec.problem, spec.representation, spec.n_states, spec.horizon,
+                      unroll=spec.unroll)
+
+
 def _capture_rollout(case: Any) -> tuple[list[str], np.ndarray]:
     trajectory = np.asarray(case.rollout())
     cols = _rollout_columns(trajectory.shape[1])
@@ -112,11 +117,7 @@ def rollout_spec(spec: Spec) -> tuple[list[str], np.ndarray]:
     The dashboard asks for these in a job of their own, after the measurement: its result is
     shown the moment it is measured, and the trajectories follow.
     """
-    from ._representations import build_case  # noqa: PLC0415
-
-    report("build")
-    case = build_case(spec.problem, spec.representation, spec.n_states, spec.horizon,
-                      unroll=spec.unroll)
+    case = _build(spec)
     report("rollout")
     return _capture_rollout(case)
 

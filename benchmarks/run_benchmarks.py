@@ -46,7 +46,8 @@ import jax  # noqa: E402
 import jaxlib  # noqa: E402
 
 import explorer  # noqa: E402
-from explorer._sweep import Spec, run_spec  # noqa: E402
+from explorer._jobs import run_spec
+from explorer._spec import Spec  # noqa: E402
 
 PROBLEM = "decay"
 FIDELITY_N, FIDELITY_HORIZON = 100, 200

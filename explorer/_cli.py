@@ -13,9 +13,8 @@ import pandas as pd
 
 from . import _validate as v
 
-TABLE_COLUMNS = ["id", "problem", "representation", "target", "n_states", "horizon", "status",
-                 "trace_s", "lower_s", "compile_s", "hlo_pre_bytes", "hlo_post_bytes",
-                 "jaxpr_eqns", "run_s", "backend"]
+# The table's columns that fit a terminal: the wide text columns are left to `export`.
+_WIDE = ("source", "device_kind", "jax_version", "host", "error")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,16 +42,17 @@ def _name_list(text: str) -> list[str]:
     return [p for p in text.replace(",", " ").split() if p]
 
 
-def _positive_float(text: str) -> float | None:
-    if text.lower() in ("none", "0"):
+def _timeout(text: str) -> float | None:
+    """Seconds, or ``none`` for no limit: the library's one meaning (``check_timeout``)."""
+    if text.strip().lower() == "none":
         return None
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"timeout must be a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"timeout must be positive, got {text!r}")
-    return value
+        return v.check_timeout(float(text))
+    except ValueError as err:
+        if "timeout" in str(err):
+            raise argparse.ArgumentTypeError(str(err)) from None
+        raise argparse.ArgumentTypeError(
+            f"timeout must be a number of seconds or 'none', got {text!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--repeats", type=_int_list("repeats", 1, v.MAX_REPEATS), default=[1],
                    help="cold repeats per measurement; medians are stored (default 1)")
     s.add_argument("--backend", default=None, help="cpu, gpu, ... (default: JAX's default)")
-    s.add_argument("--timeout", type=_positive_float, default=600.0,
-                   help="seconds per measurement before the worker is killed (default 600; 0 for none)")
+    s.add_argument("--timeout", type=_timeout, default=600.0,
+                   help="seconds one measurement may take before its worker is killed "
+                        "(default 600; 'none' for no limit)")
     s.add_argument("--store", default=None, help=store_help)
     s.add_argument("--no-store", action="store_true", help="do not write to the store")
     s.add_argument("--redo", action="store_true", help="measure again cases already stored")
@@ -115,7 +116,9 @@ def _print_table(frame: pd.DataFrame) -> None:
     if frame.empty:
         print("(no rows)")
         return
-    cols = [c for c in TABLE_COLUMNS if c in frame.columns]
+    from ._store import TABLE_COLUMNS  # noqa: PLC0415
+
+    cols = [c for c in TABLE_COLUMNS if c in frame.columns and c not in _WIDE]
     with pd.option_context("display.max_rows", None, "display.width", 200,
                            "display.float_format", "{:.4g}".format):
         print(frame[cols].to_string(index=False))
@@ -124,9 +127,11 @@ def _print_table(frame: pd.DataFrame) -> None:
 def _sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm  # noqa: PLC0415
 
-    from ._store import Store, export_frame  # noqa: PLC0415
+    from ._store import Store, check_export_path, export_frame  # noqa: PLC0415
     from ._sweep import SweepEvent, sweep  # noqa: PLC0415
 
+    if args.out:
+        check_export_path(args.out)  # before measuring, not after the whole sweep
     store = False if args.no_store else Store(args.store)
     bar = None
 
@@ -176,8 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, text in representations().items():
                 print(f"{name:10s} {text}")
             return 0
-        from ._store import Store  # noqa: PLC0415
+        from ._store import Store, check_export_path  # noqa: PLC0415
 
+        if args.command == "export":
+            check_export_path(args.out)
         store = Store(args.store)
         if args.command == "list":
             _print_table(store.rows(run_id=args.run, status=args.status, limit=args.last[0]))
@@ -186,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "runs":
             print(store.runs().to_string(index=False))
         elif args.command == "fit":
-            from ._sweep import scaling_exponents  # noqa: PLC0415
+            from ._fits import scaling_exponents  # noqa: PLC0415
 
             fits = scaling_exponents(store.rows(run_id=args.run), metrics=args.metrics)
             print(fits.to_string(index=False) if not fits.empty else "(not enough rows to fit)")

@@ -18,7 +18,9 @@ import panel as pn
 import param
 from panel.io.state import set_curdoc
 
-from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel, warm_plotting
+from ._blame import BLAME_COLUMNS
+from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
+from ._plotcache import warm_plotting
 
 __all__ = ["Dashboard", "ExplorerModel", "dashboard"]
 
@@ -319,8 +321,7 @@ class Dashboard(pn.viewable.Viewer):
             lambda p: p.get("hlo") or (p and "(this backend gives no optimised HLO text)" or ""),
             m.param.program))
         self._blame = w.Tabulator(
-            pn.bind(lambda b: b if b is not None else pd.DataFrame(
-                columns=["file", "line", "function", "code", "eqns", "primitives"]),
+            pn.bind(lambda b: b if b is not None else pd.DataFrame(columns=list(BLAME_COLUMNS)),
                 m.param.blame_table),
             disabled=True, show_index=False, pagination="local", page_size=15,
             sizing_mode="stretch_width", height=420)

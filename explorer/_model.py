@@ -8,18 +8,13 @@ the :class:`explorer.Store` the moment they finish, and are waited for on a back
 never on the page's event loop. Updates made from that thread reach the page through
 :attr:`ExplorerModel.dispatch` (the dashboard schedules them on the session's event loop).
 
-The shipped example sweep (``explorer/data/example_sweep.csv``) was made with
-``python benchmarks/make_example_sweep.py``; that script holds the exact calls.
 """
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures as cf
 import dataclasses
 import functools
-import hashlib
-import importlib.resources
 import threading
 import time
 import uuid
@@ -31,12 +26,15 @@ import pandas as pd
 import param
 
 from . import _plots
+from . import _run
 from . import _validate as v
+from ._example import describe_example, load_example
+from ._jobs import MAX_ROLLOUT_VARS, compare_specs, inspect_spec, rollout_spec
+from ._plotcache import PLOT_CACHE, array_key, frame_key
 from ._problems import problems as _problems
 from ._representations import REPRESENTATIONS
-from ._store import COLUMNS, Store, StoreError, to_frame
-from ._sweep import (MAX_ROLLOUT_VARS, Spec, available_backends, compare_specs, failed_row,
-                     inspect_spec, rollout_spec, run_spec)
+from ._spec import Spec
+from ._store import COLUMNS, TABLE_COLUMNS, Store, StoreError, to_frame
 from ._worker import WorkerExecutor, shared_executor
 
 N_CHOICES: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000, 10000)
@@ -51,11 +49,6 @@ MAX_TEXT_CHARS = 200_000
 POLL_S = 0.25
 MAX_TIMEOUT_S = 3600.0
 TARGET_CHOICES = ("loss", "grad", "both")
-# Columns shown in the results table, in this order.
-TABLE_COLUMNS = ("id", "source", "problem", "representation", "target", "n_states", "horizon",
-                 "unroll", "status", "trace_s", "lower_s", "compile_s", "hlo_pre_bytes",
-                 "hlo_post_bytes", "jaxpr_eqns", "run_s", "backend", "device_kind",
-                 "jax_version", "host", "error")
 
 _STATUS_WORDS = {
     "timeout": "Timed out",
@@ -64,147 +57,6 @@ _STATUS_WORDS = {
     "cancelled": "Cancelled",
     "error": "Failed",
 }
-
-# The devices JAX sees are a fact about the machine, not about a session: asked once, from the
-# worker (the server process never starts a JAX backend), and shared by every page.
-_backends_lock = threading.Lock()
-_backends_job: cf.Future | None = None
-
-
-def _backends_future(executor: cf.Executor) -> cf.Future:
-    global _backends_job
-    with _backends_lock:
-        job = _backends_job
-        failed = job is not None and job.done() and (job.cancelled() or job.exception() is not None)
-        if job is None or failed:
-            if isinstance(executor, WorkerExecutor):
-                job = executor.submit_with(available_backends, (), timeout=120,
-                                           label="list JAX backends")
-            else:
-                job = executor.submit(available_backends)
-            _backends_job = job
-        return job
-
-
-def _data_file(name: str):
-    return importlib.resources.files("explorer").joinpath("data", name)
-
-
-def load_example() -> tuple[pd.DataFrame, dict[int, tuple[list[str], np.ndarray]]]:
-    """The shipped example sweep (ids made negative so they never clash with stored ids) and
-    its rollouts, keyed by those ids."""
-    frame, rollouts = _load_example_once()
-    # Every page gets its own frame and dict; the (read-only) arrays are shared.
-    return frame.copy(), dict(rollouts)
-
-
-@functools.lru_cache(maxsize=1)
-def _load_example_once() -> tuple[pd.DataFrame, dict[int, tuple[list[str], np.ndarray]]]:
-    with _data_file("example_sweep.csv").open("rb") as f:
-        raw = pd.read_csv(f)
-    frame = to_frame(raw.to_dict("records"))
-    frame["id"] = -frame["id"].abs()
-    frame["source"] = "example"
-    rollouts: dict[int, tuple[list[str], np.ndarray]] = {}
-    try:
-        with _data_file("example_rollouts.csv").open("rb") as f:
-            long = pd.read_csv(f)
-    except FileNotFoundError:
-        return frame, rollouts
-    for mid, part in long.groupby("measurement_id"):
-        wide = part.pivot(index="step", columns="state", values="value").sort_index()
-        names = list(dict.fromkeys(part["state"]))
-        rollouts[-abs(int(mid))] = (names, wide[names].to_numpy(np.float32))
-    return frame, rollouts
-
-
-def _describe(frame: pd.DataFrame) -> str:
-    def values(column: str) -> str:
-        found = sorted({str(x) for x in frame[column].dropna()}) if column in frame else []
-        return ", ".join(found) or "unknown"
-
-    return (f"Example sweep shipped with the package, measured on host {values('host')} "
-            f"({values('backend')}, {values('device_kind')}), JAX {values('jax_version')}. "
-            "Your own measurements are added to it.")
-
-
-def frame_key(frame: pd.DataFrame | None) -> str:
-    """A digest of a results frame's content: equal frames in two pages give the same key."""
-    if frame is None or frame.empty:
-        return "empty"
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(",".join(map(str, frame.columns)).encode())
-    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
-    return digest.hexdigest()
-
-
-def _array_key(names: Sequence[str], array: np.ndarray) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update("\x1f".join(map(str, names)).encode())
-    array = np.ascontiguousarray(array)
-    digest.update(f"{array.dtype}{array.shape}".encode())
-    digest.update(array.tobytes())
-    return digest.hexdigest()
-
-
-class _PlotCache:
-    """The HoloViews objects of recently drawn plots, shared by every page of the server.
-
-    Pages that show the same results with the same choices (every page that opens on the same
-    store) get the same objects, built once; each page still renders its own Bokeh figure.
-    """
-
-    def __init__(self, size: int = 48):
-        self._size = size
-        self._lock = threading.Lock()
-        self._items: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
-
-    def get(self, key: tuple, draw: Callable[[], Any]) -> Any:
-        """The object stored under ``key``, else ``draw()`` stored there (if it raises, the
-        error propagates and nothing is stored)."""
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        value = draw()
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-        return value
-
-
-PLOT_CACHE = _PlotCache()
-
-
-_warmed_plotting = threading.Event()
-
-
-def warm_plotting() -> None:
-    """Draw the plots once, off screen, as they look after a first run (the example beside a
-    measured row), so the first result a server shows does not also pay for the first use of
-    the plotting code (about 0.4 s). Once per process; the objects are thrown away."""
-    if _warmed_plotting.is_set():
-        return
-    _warmed_plotting.set()
-    import holoviews as hv  # noqa: PLC0415
-
-    example, rollouts = load_example()
-    if example.empty:
-        return
-    measured = example.iloc[: len(example) // 2].assign(source="measured", id=1)
-    frame = pd.concat([example, measured], ignore_index=True)
-    first = example.iloc[0]
-    filters = dict(problem=first["problem"], horizon=int(first["horizon"]),
-                   unroll=int(first["unroll"]), target=first["target"])
-    plots = [_plots.compile_time_plot(frame, **filters), _plots.program_size_plot(frame, **filters),
-             _plots.runtime_plot(frame, **filters)]
-    if rollouts:
-        two = {str(k): v for k, v in list(rollouts.items())[:2]}
-        plots.append(_plots.rollout_plot(_plots.rollout_frame(two)))
-    for plot in plots:
-        hv.render(plot, backend="bokeh")
-
 
 class ExplorerModel(param.Parameterized):
     """One page of the explorer: the controls, the results, and what is running.
@@ -374,7 +226,7 @@ class ExplorerModel(param.Parameterized):
         try:
             self._example, example_rollouts = load_example()
             self._rollouts.update(example_rollouts)
-            self.example_label = _describe(self._example)
+            self.example_label = describe_example(self._example)
         except (OSError, ValueError, KeyError) as err:
             self._example = self._measured.iloc[:0]
             self.example_label = f"(The example sweep could not be read: {err})"
@@ -443,7 +295,7 @@ class ExplorerModel(param.Parameterized):
     # -- backends ----------------------------------------------------------------------
     def _ask_backends(self) -> None:
         try:
-            future = _backends_future(self.executor)
+            future = _run.backends(self.executor)
         except RuntimeError as err:  # executor shut down
             self._show(f"Cannot list JAX backends: {err}", "warning")
             return
@@ -534,33 +386,20 @@ class ExplorerModel(param.Parameterized):
         self.status = "Cancelling…"
 
     def _cancel_future(self, future: cf.Future) -> None:
-        executor = self.executor
-        if isinstance(executor, WorkerExecutor):
-            executor.cancel(future)  # withdraws it when queued, kills it only if it is running
-        else:
-            future.cancel()
+        _run.cancel(self.executor, future)  # withdrawn when queued, killed only when running
 
     def _submit(self, fn: Callable, args: tuple, label: str) -> cf.Future:
-        executor = self.executor
-        if isinstance(executor, WorkerExecutor):
-            future = executor.submit_with(fn, args, timeout=self.timeout_s, label=label)
-        else:
-            future = executor.submit(fn, *args)
+        future = _run.submit(self.executor, fn, *args, timeout=self.timeout_s, label=label)
         self._futures.add(future)
         future.add_done_callback(self._futures.discard)
         return future
 
-    def _wait(self, future: cf.Future, cancel: threading.Event,
-              describe: Callable[[str], str]) -> Any:
-        """Wait for ``future``, posting its queue position / stage / elapsed time to ``status``."""
+    def _waiting(self, describe: Callable[[str], str]) -> Callable[[cf.Future], None]:
+        """An ``on_wait`` for :func:`explorer._run.wait`: posts the job's queue position, stage
+        and elapsed time to ``status``."""
         executor = self.executor
-        while True:
-            try:
-                return future.result(timeout=POLL_S)
-            except cf.TimeoutError:
-                pass
-            if cancel.is_set():
-                self._cancel_future(future)
+
+        def on_wait(future: cf.Future) -> None:
             if isinstance(executor, WorkerExecutor):
                 position = executor.queue_position(future)
                 state = executor.status
@@ -575,6 +414,14 @@ class ExplorerModel(param.Parameterized):
                 text = describe("running")
             self._set_status(text)
 
+        return on_wait
+
+    def _wait(self, future: cf.Future, cancel: threading.Event,
+              describe: Callable[[str], str]) -> Any:
+        """Wait for ``future``, posting its progress to ``status``; ``cancel`` stops it."""
+        return _run.wait(self.executor, future, cancel_event=cancel, on_wait=self._waiting(describe),
+                         poll_s=POLL_S)
+
     def _work(self, cancel: threading.Event, specs: list[Spec], kind: str) -> None:
         run_id = uuid.uuid4().hex[:12]
         started = time.monotonic()
@@ -586,17 +433,9 @@ class ExplorerModel(param.Parameterized):
                     break
                 prefix = f"{kind} {i + 1}/{len(specs)}: {spec.label}"
                 # Measured first and shown at once; the trajectories follow in a job of their own.
-                future = self._submit(run_spec, (dataclasses.replace(spec, rollout=False),),
-                                      spec.label)
-                try:
-                    result = self._wait(future, cancel, lambda what, p=prefix: f"{p} — {what}")
-                    row = dict(result["row"])
-                except cf.CancelledError:
-                    row = failed_row(spec, RuntimeError("cancelled before it started"))
-                    row["status"] = "cancelled"
-                except BaseException as err:  # noqa: BLE001 - every failure becomes a row
-                    row = failed_row(spec, err)
-                row["run_id"] = run_id
+                row, _ = _run.run_one(dataclasses.replace(spec, rollout=False), self.executor,
+                                      timeout=self.timeout_s, run_id=run_id, cancel_event=cancel,
+                                      on_wait=self._waiting(lambda what, p=prefix: f"{p} — {what}"))
                 self._store_row(row, None)
                 self._page_caught_up(cancel)
                 done += 1
@@ -887,7 +726,7 @@ class ExplorerModel(param.Parameterized):
             title = f"Rollouts at N={self._rollout_n} ({self.problem}, H={self.horizon})"
         message = (f"No rollouts for {self.problem}, H={self.horizon} yet: "
                    f"Run with N ≤ {ROLLOUT_MAX_N}.")
-        data = tuple(sorted((rep, _array_key(names, array))
+        data = tuple(sorted((rep, array_key(names, array))
                             for rep, (names, array) in self._rollout_data.items()))
         states = tuple(self.rollout_states or ())
         return self._cached("Rollouts", ("rollout", data, states, title, message),
@@ -985,4 +824,4 @@ def _cut(text: str | None) -> str | None:
             + f"\n\n… cut here: {len(text) - MAX_TEXT_CHARS:,} more characters not shown.")
 
 
-__all__ = ["ExplorerModel", "N_CHOICES", "ROLLOUT_MAX_N", "load_example"]
+__all__ = ["ExplorerModel", "N_CHOICES", "ROLLOUT_MAX_N"]

@@ -18,7 +18,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 
-from ._sweep import fit_power_law
+from ._fits import fit_power_law, format_exponent
 
 # One colour per representation, the same in every plot (Bokeh's Category10).
 REPRESENTATION_COLORS = {
@@ -165,7 +165,7 @@ def _fit(part: pd.DataFrame, column: str) -> float | None:
 
 def _fit_label(part: pd.DataFrame, column: str) -> str:
     k = _fit(part, column)
-    return "" if k is None else f" k={k:.2f}"
+    return "" if k is None else f" k={format_exponent(k)}"
 
 
 def _alpha(part: pd.DataFrame, rows: pd.DataFrame) -> float:
@@ -280,7 +280,7 @@ def compile_time_plot(df: pd.DataFrame, *, stage: str = "total", problem: str | 
         # One legend entry per line of representations (Bokeh merges equal labels), so a
         # click hides all its stages at once; k of each stage in the order drawn.
         known = [k for k in fits if k is not None]
-        name = label + (f" k={'/'.join(f'{k:.2f}' for k in known)}" if len(known) == len(fits)
+        name = label + (f" k={'/'.join(format_exponent(k) for k in known)}" if len(known) == len(fits)
                         else "")
         for st, column, points in drawn:
             dash = _STAGE_DASH[st] if stage == "all stages" else "solid"
@@ -312,7 +312,7 @@ def program_size_plot(df: pd.DataFrame, *, problem: str | None = None,
     for rep, label, part in _series(rows):
         pre = _positive(part, "hlo_pre_bytes")
         k = _fit(pre, "hlo_pre_bytes") if not pre.empty else None
-        name = label + ("" if k is None else f" k={k:.2f}")
+        name = label + ("" if k is None else f" k={format_exponent(k)}")
         for column, dash in (("hlo_pre_bytes", "solid"), ("hlo_post_bytes", "dashed")):
             points = _positive(part, column)
             if not points.empty:

@@ -376,6 +376,22 @@ def get_representation(name: str) -> Representation:
     return _REPRESENTATIONS[check_choice("representation", name, REPRESENTATIONS)]
 
 
+def check_case(problem: Any, representation: Any, n_states: Any, horizon: Any,
+               unroll: Any = 1) -> tuple[Problem, Representation, int, int, int]:
+    """The case's problem and representation objects and its checked sizes (what
+    :func:`build_case` and ``Spec.validated`` check).
+
+    Raises:
+        ValueError: one line naming the valid choices or range.
+    """
+    if not isinstance(problem, Problem):
+        problem = get_problem(problem)
+    if not isinstance(representation, Representation):
+        representation = get_representation(representation)
+    return (problem, representation, check_n_states(n_states), check_horizon(horizon),
+            check_unroll(unroll))
+
+
 def build_case(problem: str | Problem, representation: str | Representation,
                n_states: int, horizon: int, *, unroll: int = 1) -> Case:
     """Build the loss of ``problem`` in ``representation`` at one size.
@@ -393,13 +409,8 @@ def build_case(problem: str | Problem, representation: str | Representation,
     Raises:
         ValueError: for an unknown name or an out-of-range size, with a one-line message.
     """
-    if not isinstance(problem, Problem):
-        problem = get_problem(problem)
-    if not isinstance(representation, Representation):
-        representation = get_representation(representation)
-    n = check_n_states(n_states)
-    horizon = check_horizon(horizon)
-    unroll = check_unroll(unroll)
+    problem, representation, n, horizon, unroll = check_case(problem, representation, n_states,
+                                                             horizon, unroll)
 
     built = representation.build(problem, n, horizon, unroll,
                                  problem.observed(n, horizon), problem.initial_params(n))

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._measure import MEASUREMENT_FIELDS
 
 ENV_VAR = "PYTREE_EXPLORER_DB"
 DEFAULT_PATH = Path("~/.local/share/pytree-explorer/results.sqlite")
@@ -28,9 +27,25 @@ DEFAULT_PATH = Path("~/.local/share/pytree-explorer/results.sqlite")
 SPEC_COLUMNS = ("problem", "representation", "n_states", "horizon", "target", "unroll",
                 "backend_requested")
 META_COLUMNS = ("id", "run_id", "status", "error", "started_at", "finished_at", "host")
+# The fields of ``explorer.Measurement``, in its order (a test checks they stay in step; the
+# store imports no JAX, so it does not read them from the dataclass).
+MEASUREMENT_COLUMNS = (
+    "name", "trace_s", "lower_s", "compile_s", "first_run_s", "run_s", "repeats",
+    "trace_s_spread", "lower_s_spread", "compile_s_spread", "run_s_spread", "xla_compile_s",
+    "jaxpr_eqns", "jaxpr_eqns_top", "n_leaves", "hlo_pre_bytes", "hlo_post_bytes", "flops",
+    "bytes_accessed", "temp_bytes", "argument_bytes", "output_bytes", "generated_code_bytes",
+    "backend", "device_kind", "jax_version", "jaxlib_version", "backend_compiles", "cache_hits",
+    "cold",
+)
 # Column order of a stored row (and of every results DataFrame).
-COLUMNS: tuple[str, ...] = (
-    META_COLUMNS + SPEC_COLUMNS + tuple(f for f in MEASUREMENT_FIELDS if f not in SPEC_COLUMNS)
+COLUMNS: tuple[str, ...] = META_COLUMNS + SPEC_COLUMNS + MEASUREMENT_COLUMNS
+# The columns a results table shows, the figures people read first leading (the dashboard's
+# table and ``pytree-explorer list``; the CLI leaves out the wide text columns at the end).
+TABLE_COLUMNS: tuple[str, ...] = (
+    "id", "source", "representation", "n_states", "target", "status", "compile_s",
+    "hlo_pre_bytes", "run_s", "problem", "horizon", "unroll", "trace_s", "lower_s",
+    "hlo_post_bytes", "jaxpr_eqns", "n_leaves", "backend", "device_kind", "jax_version", "host",
+    "error",
 )
 STATUSES = ("ok", "error", "timeout", "crashed", "oom", "cancelled")
 
@@ -214,16 +229,24 @@ class Store:
         return export_frame(self.rows(**filters), path)
 
 
+def check_export_path(path: str | os.PathLike) -> Path:
+    """``path`` if rows can be exported there (by its suffix), else a one-line ValueError.
+
+    Called before anything is read or measured, so a bad name costs nothing.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise ValueError(f"cannot export to {path.name!r}: use a .csv or .parquet file name")
+    return path
+
+
 def export_frame(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a results DataFrame to ``.csv`` or ``.parquet`` by suffix."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
+    path = check_export_path(path)
+    if path.suffix.lower() == ".csv":
         frame.to_csv(path, index=False)
-    elif suffix in (".parquet", ".pq"):
-        frame.to_parquet(path, index=False)
     else:
-        raise ValueError(f"cannot export to {path.name!r}: use a .csv or .parquet file name")
+        frame.to_parquet(path, index=False)
     return path
 
 

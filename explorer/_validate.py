@@ -14,6 +14,8 @@ MAX_N_STATES = 10_000
 MAX_HORIZON = 100_000
 MAX_UNROLL = 1_000
 MAX_REPEATS = 100
+MAX_RUNS = 10_000
+MAX_TIMEOUT_S = 86_400.0
 TARGETS = ("loss", "grad")
 
 
@@ -64,3 +66,17 @@ def check_unroll(u: Any) -> int:
 
 def check_target(t: Any) -> str:
     return check_choice("target", t, TARGETS)
+
+
+def check_timeout(value: Any) -> float | None:
+    """Seconds a job may run: ``None`` for no limit, else a number in ``(0, MAX_TIMEOUT_S]``.
+
+    One meaning everywhere (library, CLI, dashboard): zero, negative and non-numbers are
+    refused before anything runs.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value <= MAX_TIMEOUT_S:
+        raise ValueError(f"timeout must be a number of seconds above 0 and at most "
+                         f"{MAX_TIMEOUT_S:g}, or None for no limit; got {value!r}")
+    return float(value)

@@ -79,7 +79,7 @@ NB01 = [
     from jax import lax
 
     import explorer
-    from explorer import _plots as plots
+    import explorer.plots as plots
 
     hv.extension("bokeh")
     pd.set_option("display.precision", 4)
@@ -473,7 +473,14 @@ NB02 = [
     from jax import lax
 
     import explorer
-    from explorer import Spec
+
+
+    def compare_cases(problem, rep_a, rep_b, n, target):
+        # explorer.compare of one problem's program in two representations
+        a = explorer.build_case(problem, rep_a, n, HORIZON)
+        b = explorer.build_case(problem, rep_b, n, HORIZON)
+        return explorer.compare(a.function(target), a.args, b.function(target), b.args,
+                                labels=(rep_a, rep_b))
 
     pd.set_option("display.precision", 4)
     NOTEBOOK_START = time.perf_counter()
@@ -638,8 +645,7 @@ NB02 = [
     code("""
     counter_rows = []
     for n in COUNTER_N:
-        cmp = explorer.compare_specs(Spec("decay", "dict", n, HORIZON, "loss"),
-                                     Spec("decay", "array", n, HORIZON, "loss"))
+        cmp = compare_cases("decay", "dict", "array", n, "loss")
         counter_rows.append({"N": n, "same_jaxpr": cmp.same_jaxpr, "same_hlo": cmp.same_hlo,
                              "dict eqns": cmp.eqns_a, "array eqns": cmp.eqns_b,
                              "dict StableHLO bytes": cmp.hlo_bytes_a, "array StableHLO bytes": cmp.hlo_bytes_b})
@@ -693,8 +699,7 @@ NB02 = [
     for problem in ("decay", "oscillator"):
         for a, b in (("struct", "module"), ("named", "array")):
             for target in ("loss", "grad"):
-                cmp = explorer.compare_specs(Spec(problem, a, 30, HORIZON, target),
-                                             Spec(problem, b, 30, HORIZON, target))
+                cmp = compare_cases(problem, a, b, 30, target)
                 same_rows.append({"problem": problem, "pair": f"{a} vs {b}", "target": target,
                                   "same_jaxpr": cmp.same_jaxpr, "same_hlo": cmp.same_hlo,
                                   "eqns": f"{cmp.eqns_a} vs {cmp.eqns_b}"})
@@ -759,7 +764,7 @@ NB03 = [
 
     import explorer
     from explorer import NamedArray
-    from explorer import _plots as plots
+    import explorer.plots as plots
 
     hv.extension("bokeh")
     pn.extension()

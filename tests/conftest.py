@@ -12,7 +12,6 @@ import dataclasses
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,11 +19,30 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from _support import CPU_ENV
+from _support import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 APP = ROOT / "apps" / "explorer_app.py"
 SERVER_START_S = 120
+
+
+@pytest.fixture(scope="session")
+def executor():
+    """One measuring worker (CPU backend) shared by the tests that need one; a test that kills
+    it gets a fresh one for the next job, as users do."""
+    from explorer import WorkerExecutor  # noqa: PLC0415
+
+    ex = WorkerExecutor(timeout=300, env=dict(CPU_ENV))
+    yield ex
+    ex.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(autouse=True)
+def _private_default_store(tmp_path, monkeypatch):
+    """No test may touch the user's default results store."""
+    monkeypatch.setenv("PYTREE_EXPLORER_DB", str(tmp_path / "default-store.sqlite"))
 
 
 def _in_ci() -> bool:
@@ -70,12 +88,6 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"browser test skipped under CI=true, which counts as a failure: {reason}"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclasses.dataclass(frozen=True)

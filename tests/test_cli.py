@@ -1,12 +1,20 @@
-"""The pytree-explorer command: a real sweep, listing, export, and one-line errors."""
+"""The pytree-explorer command: a real sweep, listing, export, one-line errors, and a sweep
+killed with kill -9 that loses nothing and resumes."""
+
+from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from _support import CPU_ENV, ROOT, one_line
 
+import explorer
 from explorer._cli import main
 
 
@@ -44,35 +52,42 @@ def test_cli_sweep_list_export_fit(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["sweep", "-n", "0"], "n_states must be an integer between 1 and 10000, got 0"),
     (["sweep", "-n", "-5"], "n_states must be an integer between 1 and 10000, got -5"),
+    (["sweep", "--n-states=-5"], "between 1 and 10000"),
     (["sweep", "-n", "100000000"], "n_states must be an integer between 1 and 10000"),
+    (["sweep", "-n", "99999999999999999999"], "between 1 and 10000"),
     (["sweep", "-n", "ten"], "n_states must be integers between 1 and 10000, got 'ten'"),
+    (["sweep", "-n", "1e3"], "'1e3'"),
+    (["sweep", "-n", ""], "at least one value"),
     (["sweep", "--horizons", "0"], "horizon must be an integer between 1 and 100000, got 0"),
+    (["sweep", "--horizons", "many"], "'many'"),
     (["sweep", "--problem", "pendulum"], "unknown problem 'pendulum'; choose one of: decay, oscillator, lotka_volterra"),
     (["sweep", "-r", "dict,tuple"], "unknown representation 'tuple'; choose one of: dict, array, unflatten, ravel, module, struct, named"),
     (["sweep", "--targets", "hessian"], "unknown target 'hessian'; choose one of: loss, grad"),
-    (["sweep", "--timeout", "soon"], "timeout must be a number of seconds, got 'soon'"),
+    (["sweep", "--timeout", "soon"], "'soon'"),
+    (["sweep", "--repeats", "0"], "between 1 and 100"),
+    (["list", "--last", "-1"], "between 1 and"),
     (["export", "out.xlsx"], "use a .csv or .parquet file name"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTREE_EXPLORER_DB", str(tmp_path / "x.sqlite"))
+    store = tmp_path / "x.sqlite"
+    monkeypatch.setenv("PYTREE_EXPLORER_DB", str(store))
     with pytest.raises(SystemExit) as info:
         code = main(args)
         raise SystemExit(code)
     assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert message in err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith("pytree-explorer: error: ") and message in err
+    assert not store.exists()  # refused before anything was stored
 
 
-def test_cli_broken_store_is_one_line(tmp_path):
-    db = tmp_path / "broken.sqlite"
-    db.write_bytes(b"\x00garbage" * 64)
-    done = _cli("list", "--store", str(db))
+def test_cli_exit_status_is_really_2_in_a_subprocess(tmp_path):
+    env = {**os.environ, **CPU_ENV, explorer._store.ENV_VAR: str(tmp_path / "d.sqlite")}
+    done = subprocess.run([sys.executable, "-m", "explorer._cli", "sweep", "-n", "-3"],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert done.returncode == 2
-    assert done.stderr.strip().startswith("pytree-explorer: error: store ")
-    assert "not a readable SQLite database" in done.stderr and done.stderr.count("\n") == 1
-    assert db.read_bytes() == b"\x00garbage" * 64
+    assert "n_states" in one_line(done.stderr)
+    assert done.stdout == ""
 
 
 def test_cli_lists_problems_and_representations(capsys):
@@ -100,3 +115,78 @@ def test_cli_rollouts_are_stored(tmp_path):
     # --memory stores XLA's memory analysis: the arguments are the state (2 float32 per group,
     # 2 groups) and the problem's parameters, so at least the state's 16 bytes.
     assert row.argument_bytes >= 16 and row.output_bytes >= 4
+
+
+# -- durability: kill -9 of a CLI sweep --------------------------------------------------------
+SWEEP_ARGS = ["sweep", "--problem", "decay", "-r", "array,named", "-n", "1,2,3,4,5",
+              "--horizons", "6", "--targets", "loss", "-q"]
+SWEEP_CASES = 10
+
+
+def _cli_process(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "explorer._cli", *args], cwd=ROOT, env=env,
+                            start_new_session=True, **kw)
+
+
+def _stored(path: Path):
+    try:
+        return explorer.Store(path, timeout=1).rows()
+    except explorer.StoreError:
+        return None
+
+
+def _keys(frame) -> list[tuple]:
+    return list(zip(frame["representation"], frame["n_states"], frame["horizon"], frame["target"]))
+
+
+def test_kill_9_mid_sweep_keeps_finished_rows_and_the_sweep_resumes(tmp_path):
+    db = tmp_path / "sweep.sqlite"
+    env = {**os.environ, **CPU_ENV, explorer._store.ENV_VAR: str(tmp_path / "default.sqlite")}
+    log = (tmp_path / "killed.log").open("w")
+    proc = _cli_process([*SWEEP_ARGS, "--store", str(db)], env, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 240
+        seen = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            frame = _stored(db) if db.exists() else None
+            if frame is not None and len(frame) >= 2:
+                seen = frame
+                break
+            time.sleep(0.02)
+        assert seen is not None, (tmp_path / "killed.log").read_text()
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        try:  # its orphaned worker, in the session the sweep started
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        log.close()
+    after = explorer.Store(db).rows()
+    assert len(after) < SWEEP_CASES, "the sweep finished before it was killed"
+    assert len(after) >= len(seen)
+    assert after["id"].tolist()[:len(seen)] == seen["id"].tolist()
+    assert (after["status"] == "ok").all()
+    assert after["hlo_pre_bytes"].notna().all() and (after["compile_s"] > 0).all()
+    assert len(set(_keys(after))) == len(after)
+    killed_run = set(after["run_id"])
+
+    # The same sweep again: measures only what is missing.
+    done = subprocess.run([sys.executable, "-m", "explorer._cli", *SWEEP_ARGS, "--store", str(db)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    resumed = explorer.Store(db).rows()
+    assert len(resumed) == SWEEP_CASES and len(set(_keys(resumed))) == SWEEP_CASES
+    assert resumed.iloc[:len(after)].equals(after)
+    new = resumed[~resumed["run_id"].isin(killed_run)]
+    assert len(new) == SWEEP_CASES - len(after) and new["run_id"].nunique() == 1
+    assert (resumed["status"] == "ok").all()
+
+    # --redo measures every case again.
+    done = subprocess.run([sys.executable, "-m", "explorer._cli", *SWEEP_ARGS, "--redo",
+                           "--store", str(db)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    redone = explorer.Store(db).rows()
+    assert len(redone) == 2 * SWEEP_CASES
+    assert sorted(_keys(redone.iloc[SWEEP_CASES:])) == sorted(_keys(resumed))

@@ -1,9 +1,16 @@
-"""measure / compare / blame on user functions and built-in cases."""
+"""measure(): cold, stage by stage, provably so (even under a persistent compilation cache)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import CPU_ENV, ROOT
 from jax import lax
 
 import explorer
@@ -80,72 +87,12 @@ def test_measure_case_labels_and_grad_is_bigger_than_loss():
     assert loss.n_leaves == case.n_leaves
 
 
-# -- compare -----------------------------------------------------------------------------
-def test_compare_tree_at_module_equals_tuple():
-    """The second seed, answered by one call."""
-    import equinox as eqx
-
-    class State(eqx.Module):
-        x: jax.Array
-        y: jax.Array
-
-    def step_module(state, dx):
-        x = state.x + dx
-        state = eqx.tree_at(lambda s: s.x, state, x)
-        state = eqx.tree_at(lambda s: s.y, state, x**2)
-        return state, state.y
-
-    def step_tuple(state, dx):
-        x, _ = state
-        x = x + dx
-        y = x**2
-        return (x, y), y
-
-    x, dxs = jnp.linspace(0, 1, 6), jnp.linspace(0.1, 1, 4)
-    verdict = explorer.compare(lambda s, d: lax.scan(step_module, s, d), (State(x, x**2), dxs),
-                               lambda s, d: lax.scan(step_tuple, s, d), ((x, x**2), dxs))
-    assert verdict.same_jaxpr and verdict.same_hlo
-    assert verdict.jaxpr_diff == "" and verdict.hlo_diff == ""
-    assert "identical" in str(verdict)
 
 
-def test_compare_different_programs_gives_a_diff():
-    a = lambda x: jnp.sum(x * 2.0)  # noqa: E731
-    b = lambda x: jnp.sum(jnp.sin(x))  # noqa: E731
-    verdict = explorer.compare(a, (jnp.ones(3),), b, (jnp.ones(3),), labels=("double", "sine"))
-    assert not verdict.same_jaxpr and not verdict.same_hlo
-    assert "sin" in verdict.jaxpr_diff and "--- double" in verdict.jaxpr_diff
-    assert "different programs" in str(verdict)
 
 
-def test_named_is_the_same_program_as_array_and_dict_is_not():
-    named = explorer.build_case("oscillator", "named", 5, 8)
-    array = explorer.build_case("oscillator", "array", 5, 8)
-    dict_ = explorer.build_case("oscillator", "dict", 5, 8)
-    same = explorer.compare(named.function("grad"), named.args, array.function("grad"), array.args)
-    assert same.same_hlo
-    other = explorer.compare(dict_.function("grad"), dict_.args, array.function("grad"), array.args)
-    assert not other.same_hlo and other.eqns_a > other.eqns_b
 
 
-# -- blame -------------------------------------------------------------------------------
-def test_blame_points_at_the_line_that_multiplies():
-    def step(state):
-        return {k: state[k] * 0.5 + 1.0 for k in state}  # the per-name line
-
-    def loss(state):
-        ys = lax.scan(lambda c, _: (step(c), c), state, None, length=3)[1]
-        return sum(jnp.sum(v) for v in ys.values())
-
-    small = explorer.blame(loss, {f"s{i}": jnp.ones(()) for i in range(2)})
-    big = explorer.blame(loss, {f"s{i}": jnp.ones(()) for i in range(10)})
-    top = big.iloc[0]
-    assert "state[k] * 0.5 + 1.0" in top["code"]
-    assert top["function"].endswith("<dictcomp>") or "step" in top["function"]
-    assert top["eqns"] == 20  # mul + add per state
-    assert small.iloc[0]["eqns"] == 4
-    assert list(big.columns) == ["file", "line", "function", "code", "eqns", "primitives"]
-    assert big["eqns"].sum() == explorer.measure(loss, {f"s{i}": jnp.ones(()) for i in range(10)}).jaxpr_eqns
 
 
 def test_program_texts():
@@ -153,3 +100,60 @@ def test_program_texts():
     assert "tanh" in texts["jaxpr"] and "stablehlo.tanh" in texts["stablehlo"]
     assert texts["hlo"] is None or "tanh" in texts["hlo"]
     np.testing.assert_equal(len(texts), 3)
+
+
+# -- cold compiles under a persistent compilation cache ------------------------------------------
+COLD_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import jax
+    cache = sys.argv[1]
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    import jax.numpy as jnp
+    import explorer
+
+    hits = []
+    jax.monitoring.register_event_listener(
+        lambda event, **kw: hits.append(1) if event == "/jax/compilation_cache/cache_hits" else None)
+
+    def f(x):
+        return jnp.sin(x) @ x.T + 1.0
+
+    x = jnp.ones((32, 32))
+    # Control: without explorer, the second cold compile of f is served by the cache.
+    jax.jit(f).lower(x).compile()
+    jax.clear_caches()
+    jax.jit(f).lower(x).compile()
+    control = len(hits)
+    found = [explorer.measure(f, x, repeats=2) for _ in range(3)]
+    after = len(hits)
+    jax.clear_caches()
+    jax.jit(f).lower(x).compile()  # the user's cache works again afterwards
+    print(json.dumps({
+        "control_hits": control,
+        "measures": [[m.cache_hits, m.backend_compiles, m.cold] for m in found],
+        "hits_during_measures": after - control,
+        "hits_after": len(hits) - after,
+        "cache_flag_after": jax.config.jax_enable_compilation_cache,
+        "cache_files": len(os.listdir(cache)),
+    }))
+""")
+
+
+def test_measure_is_cold_even_with_a_persistent_cache_configured(tmp_path):
+    cache = tmp_path / "jax-cache"
+    cache.mkdir()
+    done = subprocess.run([sys.executable, "-c", COLD_SCRIPT, str(cache)], capture_output=True,
+                          text=True, timeout=180, env={**os.environ, **CPU_ENV}, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["control_hits"] >= 1, "the cache was not active: this test would prove nothing"
+    assert result["cache_files"] >= 1
+    for cache_hits, backend_compiles, cold in result["measures"]:
+        assert cache_hits == 0
+        assert backend_compiles >= 2  # one real XLA compile per repeat
+        assert cold is True
+    assert result["hits_during_measures"] == 0
+    assert result["cache_flag_after"] is True
+    assert result["hits_after"] >= 1

@@ -10,18 +10,11 @@ import time
 import holoviews as hv
 import pytest
 
-from explorer import Store, WorkerExecutor
+from explorer import Store
 from explorer._model import ROLLOUT_MAX_N, ExplorerModel
 
 TINY = dict(problem="decay", n_states=3, horizon=5, target="loss")
 WAIT_S = 180
-
-
-@pytest.fixture(scope="module")
-def executor():
-    ex = WorkerExecutor(timeout=120)
-    yield ex
-    ex.shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.fixture
@@ -224,10 +217,10 @@ def test_default_backend_is_the_accelerator_once_the_worker_answers(tmp_path, ex
                                                                    monkeypatch):
     import concurrent.futures as cf
 
-    import explorer._model as model_module
+    from explorer import _run
 
     answer = cf.Future()
-    monkeypatch.setattr(model_module, "_backends_job", answer)
+    monkeypatch.setitem(_run._backend_jobs, executor, answer)
     m = ExplorerModel(store=tmp_path / "a.sqlite", executor=executor)
     other = ExplorerModel(store=tmp_path / "b.sqlite", executor=executor)
     try:
@@ -283,35 +276,3 @@ def test_redraws_wait_for_the_page_and_changes_that_come_together_draw_once(tmp_
         assert "(decay, H=100, loss)" in m.compile_plot().opts.get().kwargs["title"]
     finally:
         m.close()
-
-
-def test_the_view_builds_without_a_server(tmp_path, executor):
-    import panel as pn
-
-    import explorer
-
-    view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor, n_states=10)
-    try:
-        assert isinstance(view, explorer.Dashboard)
-        assert isinstance(view.model, explorer.ExplorerModel)
-        assert view.model.n_states == 10
-        layout = view.__panel__()
-        assert isinstance(layout, pn.Row)  # a template only when served
-        layout.get_root()
-        # The Programs tab is built the first time it is opened.
-        assert not view._programs_tab.objects
-        view._tabs.active = 1
-        assert view._programs_tab.objects
-    finally:
-        view.model.close()
-
-
-def test_program_text_is_escaped_never_markup():
-    from explorer._dashboard import program_html
-
-    html = program_html('<script>alert("x")</script> & <b>')
-    assert "<script>" not in html and "<b>" not in html
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;" in html
-    diff = program_html("--- a\n+++ b\n-old <i>\n+new\n same", diff=True)
-    assert diff.count("<span") == 2 and "&lt;i&gt;" in diff and "<i>" not in diff
-    assert program_html("") == ""

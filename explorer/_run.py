@@ -1,0 +1,121 @@
+"""The one path a job takes: submit it to an executor, wait (or cancel), turn the outcome into
+a row.
+
+``sweep``, the CLI and the dashboard all go through these functions, whatever the executor:
+the local :class:`explorer.WorkerExecutor` (per-job timeout, a label for its status, a kill on
+cancel) or any ``concurrent.futures.Executor``-like object (a Dask client's executor...).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ._spec import Spec
+from ._worker import WorkerError, WorkerExecutor
+
+POLL_S = 0.05
+
+CANCELLED_BEFORE_START = "cancelled before it started"
+
+
+def submit(executor: cf.Executor, fn: Callable, *args: Any, timeout: float | None | str = "default",
+           label: str | None = None) -> cf.Future:
+    """Submit ``fn(*args)``; a :class:`WorkerExecutor` also gets the job's timeout and label."""
+    if isinstance(executor, WorkerExecutor):
+        return executor.submit_with(fn, args, timeout=timeout, label=label)
+    return executor.submit(fn, *args)
+
+
+def cancel(executor: cf.Executor, future: cf.Future) -> bool:
+    """Withdraw a queued job, or kill it if it is running (where the executor can)."""
+    if isinstance(executor, WorkerExecutor):
+        return executor.cancel(future)
+    return future.cancel()
+
+
+def failed_row(spec: Spec, err: BaseException) -> dict[str, Any]:
+    """The row stored for a spec that produced no measurement."""
+    if isinstance(err, cf.CancelledError):
+        status, err = "cancelled", RuntimeError(CANCELLED_BEFORE_START)
+    else:
+        status = err.status if isinstance(err, WorkerError) else "error"
+    message = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return {**dataclasses.asdict(spec), "status": status,
+            "error": f"{type(err).__name__}: {message}", "finished_at": time.time(),
+            "host": socket.gethostname()}
+
+
+def wait(executor: cf.Executor, future: cf.Future, *, cancel_event: threading.Event | None = None,
+         on_wait: Callable[[cf.Future], None] | None = None, poll_s: float = POLL_S) -> Any:
+    """The result of ``future``; ``cancel_event`` set meanwhile cancels the job (only this one:
+    other callers' jobs on a shared executor are left alone); ``on_wait`` is called on every poll.
+
+    An interrupt (Ctrl-C) while waiting cancels the job, then propagates.
+    """
+    try:
+        while True:
+            try:
+                return future.result(timeout=poll_s)
+            except cf.TimeoutError:
+                pass
+            if cancel_event is not None and cancel_event.is_set():
+                cancel(executor, future)
+            if on_wait is not None:
+                on_wait(future)
+    except BaseException as err:
+        if not isinstance(err, Exception):  # KeyboardInterrupt, SystemExit: stop the job too
+            cancel(executor, future)
+        raise
+
+
+def run_one(spec: Spec, executor: cf.Executor, *, timeout: float | None | str = "default",
+            store: Any = None, run_id: str | None = None,
+            cancel_event: threading.Event | None = None,
+            on_wait: Callable[[cf.Future], None] | None = None) -> tuple[dict[str, Any], cf.Future]:
+    """Measure one spec through ``executor``; store the row (ok or not) and return it.
+
+    Every failure of the job becomes a row with its status (``timeout``, ``crashed``, ``oom``,
+    ``cancelled``, ``error``). An interrupt is not a failure of the job: nothing is stored, the
+    job is cancelled and the interrupt propagates.
+    """
+    from ._jobs import run_spec  # noqa: PLC0415
+
+    future = submit(executor, run_spec, spec, timeout=timeout, label=spec.label)
+    rollout = None
+    try:
+        result = wait(executor, future, cancel_event=cancel_event, on_wait=on_wait)
+        row, rollout = dict(result["row"]), result["rollout"]
+    except Exception as err:  # noqa: BLE001 - every failure of the job becomes a stored row
+        row = failed_row(spec, err)
+    row["run_id"] = run_id
+    if store is not None:
+        row["id"] = store.add(row, rollout)
+    return row, future
+
+
+_backend_jobs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_backend_lock = threading.Lock()
+
+
+def backends(executor: cf.Executor) -> cf.Future:
+    """The platforms JAX sees where ``executor`` runs its jobs (a future of a list).
+
+    A fact about the machine, not about a caller: asked once per executor and shared (every
+    dashboard page of a server asks the same worker); asked again only after a failure.
+    """
+    from ._jobs import available_backends  # noqa: PLC0415
+
+    with _backend_lock:
+        job = _backend_jobs.get(executor)
+        failed = job is not None and job.done() and (job.cancelled() or job.exception() is not None)
+        if job is None or failed:
+            job = submit(executor, available_backends, timeout=120, label="list JAX backends")
+            _backend_jobs[executor] = job
+        return job

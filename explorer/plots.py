@@ -1,0 +1,28 @@
+"""The explorer's figures as pure functions: a results DataFrame in, a HoloViews object out.
+
+The notebooks, the dashboard and exported HTML draw exactly these. Every function takes the whole
+results frame (``explorer.sweep(...)``, ``explorer.Store().rows()``) and optional filters; rows
+that are not ``ok``, and values a log axis cannot show, are left out::
+
+    import explorer, explorer.plots as plots
+    import holoviews as hv
+    hv.extension("bokeh")
+    df = explorer.sweep("decay", ["dict", "array"], n_states=[10, 30, 100], targets="loss")
+    plots.compile_time_plot(df, target="loss") + plots.program_size_plot(df, target="loss")
+"""
+
+from ._plots import REPRESENTATION_COLORS as REPRESENTATION_COLORS
+from ._plots import STAGES as STAGES
+from ._plots import color_of as color_of
+from ._plots import compile_time_plot as compile_time_plot
+from ._plots import export_html as export_html
+from ._plots import placeholder as placeholder
+from ._plots import program_size_plot as program_size_plot
+from ._plots import rollout_frame as rollout_frame
+from ._plots import rollout_plot as rollout_plot
+from ._plots import runtime_plot as runtime_plot
+from ._plots import select as select
+
+__all__ = ["REPRESENTATION_COLORS", "STAGES", "color_of", "compile_time_plot", "export_html",
+           "placeholder", "program_size_plot", "rollout_frame", "rollout_plot", "runtime_plot",
+           "select"]

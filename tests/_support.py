@@ -1,0 +1,54 @@
+"""Helpers shared by several test modules (plain functions; fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Worker jobs in tests run on the CPU backend.
+CPU_ENV = {"JAX_PLATFORMS": "cpu"}
+
+
+def digest(path: Path) -> str:
+    """sha256 of a file: equal before and after means nothing touched it."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def one_line(text: str) -> str:
+    """``text`` stripped, after checking it is one line and no traceback."""
+    text = text.strip()
+    assert text and "\n" not in text, f"expected one line, got {text!r}"
+    assert "Traceback" not in text
+    return text
+
+
+def cli_in_process(argv: list[str], capsys) -> tuple[int, str]:
+    """Run ``pytree-explorer ARGV`` in this process; its exit status and stderr."""
+    from explorer._cli import main  # noqa: PLC0415
+
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse errors
+        code = stop.code
+    return code, capsys.readouterr().err
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# Jobs for the worker in tests: top-level functions of an importable module, so they pickle.
+def sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def pid() -> int:
+    return os.getpid()

@@ -1,0 +1,57 @@
+"""compare(): are two programs the same to XLA?"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+import explorer
+
+
+# -- compare -----------------------------------------------------------------------------
+def test_compare_tree_at_module_equals_tuple():
+    """The second seed, answered by one call."""
+    import equinox as eqx
+
+    class State(eqx.Module):
+        x: jax.Array
+        y: jax.Array
+
+    def step_module(state, dx):
+        x = state.x + dx
+        state = eqx.tree_at(lambda s: s.x, state, x)
+        state = eqx.tree_at(lambda s: s.y, state, x**2)
+        return state, state.y
+
+    def step_tuple(state, dx):
+        x, _ = state
+        x = x + dx
+        y = x**2
+        return (x, y), y
+
+    x, dxs = jnp.linspace(0, 1, 6), jnp.linspace(0.1, 1, 4)
+    verdict = explorer.compare(lambda s, d: lax.scan(step_module, s, d), (State(x, x**2), dxs),
+                               lambda s, d: lax.scan(step_tuple, s, d), ((x, x**2), dxs))
+    assert verdict.same_jaxpr and verdict.same_hlo
+    assert verdict.jaxpr_diff == "" and verdict.hlo_diff == ""
+    assert "identical" in str(verdict)
+
+
+def test_compare_different_programs_gives_a_diff():
+    a = lambda x: jnp.sum(x * 2.0)  # noqa: E731
+    b = lambda x: jnp.sum(jnp.sin(x))  # noqa: E731
+    verdict = explorer.compare(a, (jnp.ones(3),), b, (jnp.ones(3),), labels=("double", "sine"))
+    assert not verdict.same_jaxpr and not verdict.same_hlo
+    assert "sin" in verdict.jaxpr_diff and "--- double" in verdict.jaxpr_diff
+    assert "different programs" in str(verdict)
+
+
+def test_named_is_the_same_program_as_array_and_dict_is_not():
+    named = explorer.build_case("oscillator", "named", 5, 8)
+    array = explorer.build_case("oscillator", "array", 5, 8)
+    dict_ = explorer.build_case("oscillator", "dict", 5, 8)
+    same = explorer.compare(named.function("grad"), named.args, array.function("grad"), array.args)
+    assert same.same_hlo
+    other = explorer.compare(dict_.function("grad"), dict_.args, array.function("grad"), array.args)
+    assert not other.same_hlo and other.eqns_a > other.eqns_b

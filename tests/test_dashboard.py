@@ -1,0 +1,36 @@
+"""The dashboard view without a browser: it builds around its model, lazily, and shows program
+text as text. (What only a page can show is in test_dashboard_browser.py.)"""
+
+from __future__ import annotations
+
+
+def test_the_view_builds_without_a_server(tmp_path, executor):
+    import panel as pn
+
+    import explorer
+
+    view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor, n_states=10)
+    try:
+        assert isinstance(view, explorer.Dashboard)
+        assert isinstance(view.model, explorer.ExplorerModel)
+        assert view.model.n_states == 10
+        layout = view.__panel__()
+        assert isinstance(layout, pn.Row)  # a template only when served
+        layout.get_root()
+        # The Programs tab is built the first time it is opened.
+        assert not view._programs_tab.objects
+        view._tabs.active = 1
+        assert view._programs_tab.objects
+    finally:
+        view.model.close()
+
+
+def test_program_text_is_escaped_never_markup():
+    from explorer._dashboard import program_html
+
+    html = program_html('<script>alert("x")</script> & <b>')
+    assert "<script>" not in html and "<b>" not in html
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;" in html
+    diff = program_html("--- a\n+++ b\n-old <i>\n+new\n same", diff=True)
+    assert diff.count("<span") == 2 and "&lt;i&gt;" in diff and "<i>" not in diff
+    assert program_html("") == ""

@@ -1,0 +1,140 @@
+"""The job path (run_one): a fault in the worker becomes a row with its status, the worker is
+replaced, and the next result is right."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _support import CPU_ENV
+
+import explorer
+from explorer._run import run_one
+from explorer._spec import Spec
+
+# A measurement small enough to be quick, big enough to have real figures.
+SMALL = Spec("decay", "named", 3, 8, "grad")
+
+
+# Compiles for about a second here (the first seed's third program), so a fault can land in it.
+SLOW = Spec("decay", "unflatten", 100, 200, "loss")
+
+
+def _loss_and_grad(spec: Spec) -> tuple[float, np.ndarray]:
+    """Evaluate a spec's case (submitted to the worker; top level so it pickles)."""
+    case = explorer.build_case(spec.problem, spec.representation, spec.n_states, spec.horizon)
+    return case.evaluate()
+
+
+@functools.lru_cache(maxsize=None)
+def _reference(spec: Spec) -> tuple[explorer.Measurement, float, np.ndarray]:
+    """A fresh in-process measurement and evaluation of ``spec``: what the worker must match."""
+    case = explorer.build_case(spec.problem, spec.representation, spec.n_states, spec.horizon)
+    loss, grad = case.evaluate()
+    return explorer.measure_case(case, spec.target, runs=1), loss, grad
+
+
+def _assert_next_result_correct(ex: explorer.WorkerExecutor, store: explorer.Store | None = None):
+    """After a fault, the next job through ``ex`` gives the numbers an in-process run gives."""
+    row, _ = run_one(SMALL, ex, store=store)
+    assert row["status"] == "ok", row.get("error")
+    ref, loss, grad = _reference(SMALL)
+    assert row["hlo_pre_bytes"] == ref.hlo_pre_bytes
+    assert row["jaxpr_eqns"] == ref.jaxpr_eqns
+    assert row["n_leaves"] == ref.n_leaves
+    assert row["cold"] and row["cache_hits"] == 0
+    got_loss, got_grad = ex.submit(_loss_and_grad, SMALL).result()
+    np.testing.assert_allclose(got_loss, loss, rtol=1e-6)
+    np.testing.assert_allclose(got_grad, grad, rtol=1e-6)
+    return row
+
+
+# -- faults in the worker --------------------------------------------------------------------
+def _wait_for_stage(ex: explorer.WorkerExecutor, stage: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while ex.status.stage != stage:
+        assert time.monotonic() < deadline, f"the job never reached {stage!r}: {ex.status}"
+        time.sleep(0.005)
+
+
+def _run_one_in_thread(spec: Spec, ex: explorer.WorkerExecutor, store: explorer.Store,
+                      out: dict) -> threading.Thread:
+    def target() -> None:
+        out["row"], _ = run_one(spec, ex, store=store)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_worker_killed_mid_compile_marks_row_crashed_and_is_replaced(executor, tmp_path):
+    store = explorer.Store(tmp_path / "s.sqlite")
+    executor.submit(os.getpid).result()  # a live worker to kill
+    started = executor.workers_started
+    done: dict = {}
+    thread = _run_one_in_thread(SLOW, executor, store, done)
+    _wait_for_stage(executor, "compile")
+    pid = executor._process.pid
+    os.kill(pid, signal.SIGKILL)
+    thread.join(60)
+    assert done["row"]["status"] == "crashed"
+    assert "died" in done["row"]["error"]
+    assert store.rows()["status"].tolist() == ["crashed"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped
+    _assert_next_result_correct(executor, store)
+    assert executor.workers_started == started + 1
+    assert store.rows()["status"].tolist() == ["crashed", "ok"]
+
+
+def test_timeout_marks_row_and_replaces_worker(executor, tmp_path):
+    store = explorer.Store(tmp_path / "s.sqlite")
+    executor.submit(os.getpid).result()
+    pid = executor._process.pid
+    started = executor.workers_started
+    row, _ = run_one(SLOW, executor, timeout=0.5, store=store)
+    assert row["status"] == "timeout"
+    assert "no result after 0.5 s" in row["error"]
+    stored = store.rows()
+    assert stored["status"].tolist() == ["timeout"] and stored["compile_s"].isna().all()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the stuck worker is gone
+    _assert_next_result_correct(executor, store)
+    assert executor.workers_started == started + 1
+
+
+def _vm_peak_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmPeak:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmPeak")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux")
+def test_out_of_memory_marks_row_oom_and_replaces_worker(executor, tmp_path):
+    store = explorer.Store(tmp_path / "s.sqlite")
+    # Room for what a worker normally needs (seen in the warm shared worker), and 2 GiB more.
+    run_one(SMALL, executor)
+    limit = _vm_peak_bytes(executor._process.pid) + (2 << 30)
+    ex = explorer.WorkerExecutor(timeout=300, memory_limit_bytes=limit, env=CPU_ENV)
+    try:
+        assert run_one(SMALL, ex)[0]["status"] == "ok"  # the limit leaves normal work alone
+        # Python-level: an allocation over the limit raises MemoryError in the worker.
+        with pytest.raises(explorer.WorkerOutOfMemory):
+            ex.submit(bytearray, limit + (1 << 30)).result()
+        # XLA-level: 4 GB of observations (N=10000, horizon 100000) abort inside XLA.
+        big = Spec("decay", "array", 10_000, 100_000, "loss")
+        row, _ = run_one(big, ex, store=store)
+        assert row["status"] == "oom", row["error"]
+        assert store.rows()["status"].tolist() == ["oom"]
+        _assert_next_result_correct(ex, store)
+        assert ex.workers_started == 3
+    finally:
+        ex.shutdown()

@@ -1,0 +1,146 @@
+"""The SQLite store: rows and rollouts round-trip; broken, locked and foreign files are
+reported in one line and never modified."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from _support import ROOT, cli_in_process, digest, one_line
+
+import explorer
+from explorer._store import COLUMNS
+
+
+def test_export_csv_and_parquet_round_trip(tmp_path, executor):
+    store = explorer.Store(tmp_path / "r.sqlite")
+    explorer.sweep("lotka_volterra", ["struct"], [2], 5, "loss", store=store, executor=executor)
+    csv = pd.read_csv(store.export(tmp_path / "out.csv"))
+    parquet = pd.read_parquet(store.export(tmp_path / "out.parquet"))
+    for frame in (csv, parquet):
+        assert list(frame.columns) == list(COLUMNS)
+        assert frame.problem.tolist() == ["lotka_volterra"]
+        assert frame.hlo_pre_bytes.tolist() == store.rows().hlo_pre_bytes.tolist()
+    with pytest.raises(ValueError, match=r"\.csv or \.parquet"):
+        store.export(tmp_path / "out.xlsx")
+
+
+def test_broken_store_file_is_reported_and_left_alone(tmp_path):
+    path = tmp_path / "broken.sqlite"
+    junk = b"this is not sqlite" * 100
+    path.write_bytes(junk)
+    with pytest.raises(explorer.StoreError, match="is not a readable SQLite database") as info:
+        explorer.Store(path).rows()
+    assert "\n" not in str(info.value)
+    assert path.read_bytes() == junk
+
+
+def test_a_rollout_can_follow_its_row(tmp_path):
+    store = explorer.Store(tmp_path / "r.sqlite")
+    row_id = store.add({"problem": "decay", "representation": "dict", "n_states": 2,
+                        "horizon": 3, "target": "loss", "status": "ok"})
+    assert store.rollout(row_id) is None
+    data = np.arange(6, dtype=np.float32).reshape(3, 2)
+    store.add_rollout(row_id, (["a", "b"], data))
+    names, back = store.rollout(row_id)
+    assert names == ["a", "b"] and np.array_equal(back, data)
+    with pytest.raises(explorer.StoreError, match="already has a rollout"):
+        store.add_rollout(row_id, (["a", "b"], data))
+    with pytest.raises(explorer.StoreError, match="no measurement 999"):
+        store.add_rollout(999, (["a", "b"], data))
+    assert len(store) == 1
+
+
+# -- broken and locked stores ----------------------------------------------------------------
+def _filled_store(path: Path, rows: int = 5) -> explorer.Store:
+    store = explorer.Store(path)
+    for i in range(rows):
+        store.add({"problem": "decay", "representation": "array", "n_states": i + 1, "horizon": 5,
+                   "target": "loss", "status": "ok", "compile_s": 0.1 * (i + 1)},
+                  rollout=(["a", "b"], np.full((5, 2), i, np.float32)))
+    return store
+
+
+def _corrupt_files(tmp_path: Path) -> dict[str, Path]:
+    rng = np.random.default_rng(0)
+    noise = tmp_path / "noise.sqlite"
+    noise.write_bytes(rng.integers(0, 256, 64 * 1024, dtype=np.uint8).tobytes())
+    whole = tmp_path / "whole.sqlite"
+    _filled_store(whole, rows=40)
+    data = whole.read_bytes()
+    files = {"random bytes": noise}
+    for name, cut in (("truncated header", 60), ("truncated half", len(data) // 2),
+                      ("missing last page", len(data) - 4096)):
+        path = tmp_path / f"{name.replace(' ', '_')}.sqlite"
+        path.write_bytes(data[:cut])
+        files[name] = path
+    return files
+
+
+def test_corrupted_store_is_one_line_error_and_left_untouched(tmp_path, capsys):
+    for name, path in _corrupt_files(tmp_path).items():
+        before = digest(path)
+        store = explorer.Store(path, timeout=0.2)
+        for call in (store.rows, len, store.runs, lambda s=store: s.export(tmp_path / "x.csv"),
+                     lambda s=store: s.add({"problem": "decay", "status": "ok"})):
+            with pytest.raises(explorer.StoreError) as err:
+                call(store) if call is len else call()
+            assert "not a readable SQLite database" in one_line(str(err.value)), name
+        for argv in (["list", "--store", str(path)], ["runs", "--store", str(path)],
+                     ["sweep", "-r", "array", "-n", "2", "--horizons", "3", "--targets", "loss",
+                      "-q", "--store", str(path)]):
+            code, err = cli_in_process(argv, capsys)
+            assert code == 2, (name, argv)
+            assert str(path) in one_line(err)
+        assert digest(path) == before, f"{name}: the store file was modified"
+        assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+
+
+def test_locked_store_is_one_line_error_and_rows_stay_readable(tmp_path, capsys):
+    path = tmp_path / "locked.sqlite"
+    _filled_store(path, rows=5)
+    expected = explorer.Store(path).rows()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        store = explorer.Store(path, timeout=0.2)
+        started = time.monotonic()
+        with pytest.raises(explorer.StoreError) as err:
+            store.add({"problem": "decay", "status": "ok"})
+        assert "locked" in one_line(str(err.value))
+        assert time.monotonic() - started < 5  # gives up after its timeout, no hang
+        # Readers are not blocked (WAL): everything stored is still there to read.
+        assert store.rows().equals(expected)
+        # The CLI measures, then cannot store: one line, status 2, nothing half-written.
+        code, err = cli_in_process(["sweep", "-r", "array", "-n", "2", "--horizons", "3", "--targets", "loss",
+                          "-q", "--redo", "--store", str(path)], capsys)
+        assert code == 2
+        assert "locked" in one_line(err)
+    finally:
+        holder.rollback()
+        holder.close()
+    after = explorer.Store(path)
+    assert after.rows().equals(expected)
+    assert after.rollout(int(expected["id"].iloc[-1]))[1].tolist() == np.full((5, 2), 4.0).tolist()
+
+
+def test_the_store_imports_no_jax():
+    """Reading results (the CLI's list/export, a dashboard server) needs no JAX: the store's
+    module imports neither JAX nor the measuring code, and keeps its column list itself."""
+    import ast
+    import dataclasses
+
+    from explorer._measure import Measurement
+    from explorer._store import COLUMNS, MEASUREMENT_COLUMNS
+
+    tree = ast.parse((ROOT / "explorer" / "_store.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {m for m in imported if m.startswith("jax") or "_measure" in m}, imported
+    assert MEASUREMENT_COLUMNS == tuple(f.name for f in dataclasses.fields(Measurement))
+    assert set(MEASUREMENT_COLUMNS) <= set(COLUMNS)

@@ -7,6 +7,10 @@ use of :func:`dashboard`.
 from ._blame import blame as blame
 from ._compare import Comparison as Comparison
 from ._compare import compare as compare
+from ._diagnose import Diagnosis as Diagnosis
+from ._diagnose import Projection as Projection
+from ._diagnose import diagnose as diagnose
+from ._findings import Finding as Finding
 from ._measure import Measurement as Measurement
 from ._measure import count_eqns as count_eqns
 from ._measure import measure as measure

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -282,7 +283,7 @@ def read_program(closed_jaxpr: Any, limits: Limits) -> Program:
             if eqn.primitive.name in ("scan", "while"):
                 loops.append(_findings.Loop.of(eqn, line))
         busy = sorted((eqns for eqns in lines.values() if len(eqns) >= floor), key=len, reverse=True)
-        shapes.extend(_shape(scope, eqns) for eqns in busy[:BUSY_LINES])
+        shapes.extend(_shape(scope, line_of(eqns[0]), eqns) for eqns in busy[:BUSY_LINES])
     constants.extend(_findings.Constant.of(c, None) for c in top_consts.values())  # unused ones
     return Program(counts=dict(counts), shapes=tuple(shapes), loops=tuple(loops),
                    constants=tuple(constants))
@@ -292,7 +293,7 @@ def _operands(eqn: Any) -> tuple:
     return tuple(var for var in eqn.invars if not isinstance(var, jex_core.Literal))
 
 
-def _shape(scope: Any, members: list) -> LineShape:
+def _shape(scope: Any, line: LineKey, members: list) -> LineShape:
     """How one line's equations connect, from one pass over the scope in program order.
 
     The depth of an equation of the line is how many equations of the line lie on the longest
@@ -303,9 +304,11 @@ def _shape(scope: Any, members: list) -> LineShape:
     depth: dict[Any, int] = {}
     layers: dict[tuple[str, int], list] = collections.defaultdict(list)
     fresh: set = set()
-    for eqn in scope.eqns:
+    eqns = scope.eqns
+    start = next(i for i, e in enumerate(eqns) if id(e) in ids)  # nothing before has depth
+    for eqn in itertools.islice(eqns, start, None):
         operands = _operands(eqn)
-        d = max((depth.get(var, 0) for var in operands), default=0)
+        d = max([depth.get(var, 0) for var in operands], default=0) if depth else 0
         if id(eqn) in ids:
             fresh.update(var for var in operands if depth.get(var, 0) == 0)
             d += 1
@@ -318,7 +321,7 @@ def _shape(scope: Any, members: list) -> LineShape:
     # (as under grad) would overcount, so the step count is the smallest recurrence.
     recurrences = [n for n in collections.Counter(p for p, _ in layers).values() if n > 1]
     return LineShape(
-        line=line_of(members[0]), eqns=len(members), chain=max(d for _, d in layers),
+        line=line, eqns=len(members), chain=max(d for _, d in layers),
         steps=min(recurrences, default=1), width=len(widest), width_primitive=prim,
         width_distinct=len(set(widest)), fresh_inputs=len(fresh),
         transposed=any("transpose" in str(e.source_info.name_stack) for e in members),

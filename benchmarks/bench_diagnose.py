@@ -2,7 +2,7 @@
 
 One command (from the repository root)::
 
-    python benchmarks/bench_diagnose.py [--rounds 3] [--n 500] [--out benchmarks/bench_diagnose.json]
+    python benchmarks/bench_diagnose.py [--rounds 4] [--n 500] [--out FILE.json]
 
 The program is the dict loss of jax-ml/jax#4667 "Slow compilation for functions acting on
 PyTrees" (https://github.com/jax-ml/jax/issues/4667): ``decay`` with ``n`` states and ``n``
@@ -115,10 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         report_bytes = path.stat().st_size
 
     figures = {
-        "uncompiled_over_trace_lower": statistics.median(r["uncompiled_over_trace_lower"] for r in rows),
-        "compiled_over_measure": statistics.median(r["compiled_over_measure"] for r in rows),
-        "report_bytes": report_bytes,
+        name: statistics.median(r[name] for r in rows)
+        for name in ("uncompiled_over_trace_lower", "compiled_over_measure")
     }
+    figures["report_bytes"] = report_bytes
     goals = {name: {"goal": f"<= {limit}", "value": figures[name], "met": figures[name] <= limit}
              for name, limit in GOALS.items()}
     result = {
@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     opts.out.write_text(json.dumps(result, indent=2) + "\n")
     for name, goal in goals.items():
-        print(f"{name}: {goal['value']:.3g} (goal {goal['goal']}) {'met' if goal['met'] else 'MISSED'}")
+        verdict = "met" if goal["met"] else "MISSED"
+        print(f"{name}: {goal['value']:.3g} (goal {goal['goal']}) {verdict}")
     print(f"report: {report_bytes / 1e3:.0f} KB, written in {write_s:.3f} s, parsed in "
           f"{parse_s:.3f} s, Chromium load {load_s if load_s is None else round(load_s, 2)} s; "
           f"wrote {opts.out}")

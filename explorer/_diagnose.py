@@ -29,10 +29,7 @@ from ._blame import LineKey, blame_frame, line_of, scopes
 from ._findings import Finding, LineShape, Limits, Program
 from ._measure import Measurement, _device, _fun_name, count_eqns, measure_traced
 
-try:
-    from ._fits import fit_power_law
-except ImportError:  # until the re-cut moves the fits out of _sweep
-    from ._sweep import fit_power_law
+from ._findings import fit_power_law, format_exponent
 
 __all__ = ["Diagnosis", "Finding", "Projection", "diagnose"]
 
@@ -56,8 +53,9 @@ class Projection:
 
     def __str__(self) -> str:
         sizes = ", ".join(map(str, self.fitted_sizes))
-        return (f"projection: compile ≈ {self.compile_s:.3g} s at size {self.size} "
-                f"(power law k={self.k:.2f}, r²={self.r2:.2f}, fitted on sizes {sizes}; not measured)")
+        return (f"projection: compile ≈ {self.compile_s:.3g} s at size {self.size} (power law "
+                f"k={format_exponent(self.k)}, r²={self.r2:.2f}, fitted on sizes {sizes}; "
+                "not measured)")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -179,12 +177,14 @@ def diagnose(
         _device(backend)  # one-line ValueError now, not after the factory ran
     if make_args is None:
         if sizes is not None:
-            raise ValueError("sizes needs make_args (a function of the size returning the arguments)")
+            raise ValueError("sizes needs make_args (a function of the size that returns "
+                             "the arguments)")
         return _diagnose_one(fn, args, _static(static_argnums, len(args)), compile, backend, limits)
     if args:
         raise ValueError("pass either example arguments or make_args, not both")
     if not callable(make_args):
-        raise ValueError(f"make_args must be a function of the size, got {type(make_args).__name__}")
+        raise ValueError(f"make_args must be a function of the size, "
+                         f"got {type(make_args).__name__}")
     sizes = _check_sizes(DEFAULT_SIZES if sizes is None else sizes)
     return _diagnose_sizes(fn, make_args, sizes, static_argnums, compile, backend, limits)
 
@@ -242,6 +242,9 @@ def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: b
     program = read_program(traced.jaxpr, limits)
     findings = _findings.find(program, limits, n_leaves=len(paths), leaf_paths=paths,
                               total_eqns=eqns, hlo_bytes=hlo_bytes)
+    # Where explorer.pack plugs in once it lands (try_pack=True): pack a per-leaf-repetition
+    # program, measure it the same way, and replace that finding's estimated saving with the
+    # measured equation and compile ratios.
     return Diagnosis(
         name=name, n_leaves=len(paths), leaf_paths=paths, jaxpr_eqns=eqns,
         stablehlo_bytes=hlo_bytes, constant_bytes=program.constant_bytes,
@@ -282,7 +285,7 @@ def read_program(closed_jaxpr: Any, limits: Limits) -> Program:
                         constants.extend(_findings.Constant.of(c, line) for c in closed.consts)
             if eqn.primitive.name in ("scan", "while"):
                 loops.append(_findings.Loop.of(eqn, line))
-        busy = sorted((eqns for eqns in lines.values() if len(eqns) >= floor), key=len, reverse=True)
+        busy = sorted((e for e in lines.values() if len(e) >= floor), key=len, reverse=True)
         shapes.extend(_shape(scope, line_of(eqns[0]), eqns) for eqns in busy[:BUSY_LINES])
     constants.extend(_findings.Constant.of(c, None) for c in top_consts.values())  # unused ones
     return Program(counts=dict(counts), shapes=tuple(shapes), loops=tuple(loops),
@@ -332,7 +335,8 @@ def _shape(scope: Any, line: LineKey, members: list) -> LineShape:
 def _check_sizes(sizes: Any) -> tuple[int, ...]:
     checked = v.check_ints("sizes", sizes, 1, MAX_SIZE)
     if len(checked) < 2:
-        raise ValueError(f"sizes needs at least two different sizes to fit a growth rate, got {sizes!r}")
+        raise ValueError(f"sizes needs at least two different sizes to fit a growth rate, "
+                         f"got {sizes!r}")
     return checked
 
 

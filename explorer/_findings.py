@@ -227,8 +227,6 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
             repeats = r.width
             what = f"{repeats} `{r.width_primitive}` equations side by side"
         after = math.ceil(line_eqns / repeats)
-        # Hook for explorer.pack (try_pack=True): measure the packed program here and report
-        # its equation and compile ratio as a "measured:" saving instead of this estimate.
         found.append(Finding(
             kind="per-leaf-repetition",
             message=(f"{_at(r.line)} repeats {what}, each reading other values: {line_eqns} of "
@@ -283,9 +281,9 @@ def _unrolled_loop(program: Program, limits: Limits, total_eqns: int,
                     "    x = x + dt * f(x)\n"
                     "# after\n"
                     "x, _ = jax.lax.scan(lambda x, _: (x + dt * f(x), None), x, None, length=T)"),
-            saving=(f"estimate: traced once, this line gives about {after} equations instead of "
-                    f"{line_eqns}, {_percent(line_eqns - after, total_eqns)} of the program's "
-                    "equations."),
+            saving=(f"estimate: traced once, this line gives about {_count(after, 'equation')} "
+                    f"instead of {line_eqns}, {_percent(line_eqns - after, total_eqns)} of the "
+                    "program's equations."),
         ))
     return _capped(found)
 
@@ -375,7 +373,7 @@ def _capped(found: list[Finding]) -> list[Finding]:
     last = kept[-1]
     more = len(found) - MAX_PER_KIND
     kept[-1] = dataclasses.replace(
-        last, message=f"{last.message} ({more} more line{'s' * (more > 1)} like this: see top_lines.)")
+        last, message=f"{last.message} ({_count(more, 'more line')} like this: see top_lines.)")
     return kept
 
 

@@ -14,10 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-try:
-    from ._fits import format_exponent
-except ImportError:  # until the re-cut lands
-    from ._findings import format_exponent
+from ._findings import format_exponent
 
 GENERATOR = "pytree-compile-explorer diagnose"
 TOP_LINES_TEXT = 5
@@ -121,7 +118,8 @@ def _figures_html(d: Any) -> str:
             ["StableHLO", _size(d.stablehlo_bytes)],
             ["constants baked in", _size(d.constant_bytes)],
             ["trace", _seconds(d.trace_s)], ["lower", _seconds(d.lower_s)],
-            ["compile (cold)", _seconds(d.compile_s) if d.compile_s is not None else "not compiled"]]
+            ["compile (cold)",
+             _seconds(d.compile_s) if d.compile_s is not None else "not compiled"]]
     m = d.measurement
     if m is not None:
         rows += [["optimised HLO", _size(m.hlo_post_bytes)], ["first run", _seconds(m.first_run_s)],

@@ -100,7 +100,8 @@ def test_many_arguments_from_500_leaves_not_from_two_arrays():
     assert found.where is None and "ravel_pytree" in found.remedy and "NamedArray" in found.remedy
     check_saving(found)
     assert "args[0]['w499']" in d.leaf_paths
-    two = explorer.diagnose(lambda a, b: jnp.sum(a * b), jnp.ones(500), jnp.ones(500), compile=False)
+    two = explorer.diagnose(lambda a, b: jnp.sum(a * b), jnp.ones(500), jnp.ones(500),
+                            compile=False)
     assert "many-arguments" not in two.kinds
 
 

@@ -52,7 +52,8 @@ class Finding:
         message: what was found, with the figures.
         where: ``"file:line"`` of the source line to change, or ``None``.
         remedy: a sentence, a blank line, and a short code sketch.
-        saving: what the remedy saves; starts with ``"measured:"`` or ``"estimate:"``.
+        saving: what the remedy saves; starts with ``"measured"`` (figures of this program)
+            or ``"estimate"`` (a projection, or figures from elsewhere, named).
     """
 
     kind: str

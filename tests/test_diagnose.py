@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import explorer
+from explorer._findings import KINDS
 
 # -- programs ----------------------------------------------------------------------------------
 
@@ -65,6 +66,7 @@ def only(diagnosis, kind):
 
 def check_saving(finding):
     assert finding.saving.startswith(("measured:", "estimate")), finding.saving
+    assert finding.kind in KINDS
 
 
 # -- the clean negative control ---------------------------------------------------------------

@@ -14,7 +14,8 @@ Goals (each a median over interleaved rounds, so noise on a shared machine hits 
 - ``diagnose(...)`` (compiled) ≤ 1.1× one cold ``explorer.measure`` (``runs=1``, as diagnose
   uses) of it;
 - the standalone HTML report ≤ 2 MB; how long it takes to write, to parse, and to load in
-  headless Chromium (browser start included) are recorded alongside.
+  headless Chromium (browser start included, next to the same for a blank page) are recorded
+  alongside, as is diagnose's own analysis time on the already traced program.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ import jax  # noqa: E402
 import jaxlib  # noqa: E402
 
 import explorer  # noqa: E402
+from explorer import _findings  # noqa: E402
+from explorer._blame import blame_frame  # noqa: E402
+from explorer._diagnose import _leaf_paths, read_program  # noqa: E402
+from explorer._measure import count_eqns  # noqa: E402
 
 GOALS = {
     "uncompiled_over_trace_lower": 2.0,
@@ -61,15 +66,33 @@ def _bare_trace_lower(fn, args) -> float:
     return time.perf_counter() - t0
 
 
-def _chromium_load_s(path: Path) -> float | None:
+def _chromium_load_s(url: str, marker: bytes) -> float | None:
+    """Seconds for headless Chromium to start, load ``url`` and print its DOM."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         return None
     t0 = time.perf_counter()
     done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                           path.as_uri()], capture_output=True, timeout=60, check=False)
+                           url], capture_output=True, timeout=60, check=False)
     elapsed = time.perf_counter() - t0
-    return elapsed if done.returncode == 0 and b"pce-diagnosis" in done.stdout else None
+    return elapsed if done.returncode == 0 and marker in done.stdout else None
+
+
+def _s(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.2f} s"
+
+
+def _analysis_s(fn, args) -> float:
+    """diagnose's own work on an already traced program: the walk, the findings, the table."""
+    traced = jax.jit(fn).trace(*args)
+    limits = _findings.Limits()
+    t0 = time.perf_counter()
+    program = read_program(traced.jaxpr, limits)
+    _findings.find(program, limits, n_leaves=len(jax.tree_util.tree_leaves(args)),
+                   leaf_paths=_leaf_paths(args, ()), total_eqns=count_eqns(traced.jaxpr),
+                   hlo_bytes=0)
+    blame_frame(program.counts)
+    return time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,12 +129,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"round {r}: trace+lower {bare:.2f} s, diagnose(compile=False) {uncompiled:.2f} s; "
               f"measure {measured:.2f} s, diagnose {compiled:.2f} s", flush=True)
 
+    analysis = statistics.median(_analysis_s(fn, args) for _ in range(3))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "report.html"
         write_s, _ = _timed(lambda: d1.to_html(path))
         page = path.read_text(encoding="utf-8")
         parse_s, _ = _timed(lambda: html.parser.HTMLParser().feed(page))
-        load_s = _chromium_load_s(path)
+        load_s = _chromium_load_s(path.as_uri(), b"pce-diagnosis")
+        blank_s = _chromium_load_s("about:blank", b"<body>")
         report_bytes = path.stat().st_size
 
     figures = {
@@ -131,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
                     "jaxpr_eqns": d1.jaxpr_eqns, "stablehlo_bytes": d1.stablehlo_bytes,
                     "findings": list(d1.kinds)},
         "rounds": rows,
+        "analysis_s": analysis,
         "report": {"bytes": report_bytes, "write_s": write_s, "parse_s": parse_s,
-                   "chromium_load_s_with_browser_start": load_s},
+                   "chromium_load_s_with_browser_start": load_s,
+                   "chromium_blank_page_s": blank_s},
         "goals": goals,
         "goals_met": sum(g["met"] for g in goals.values()), "goals_total": len(goals),
     }
@@ -140,9 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, goal in goals.items():
         verdict = "met" if goal["met"] else "MISSED"
         print(f"{name}: {goal['value']:.3g} (goal {goal['goal']}) {verdict}")
+    print(f"diagnose's own analysis of the traced program: {analysis:.3f} s")
     print(f"report: {report_bytes / 1e3:.0f} KB, written in {write_s:.3f} s, parsed in "
-          f"{parse_s:.3f} s, Chromium load {load_s if load_s is None else round(load_s, 2)} s; "
-          f"wrote {opts.out}")
+          f"{parse_s:.3f} s; headless Chromium start + load {_s(load_s)} (a blank page: "
+          f"{_s(blank_s)}); wrote {opts.out}")
     return 0
 
 

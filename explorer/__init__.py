@@ -8,6 +8,10 @@ use of :func:`dashboard`, the plotting functions (HoloViews) on first use of
 from ._blame import blame as blame
 from ._compare import Comparison as Comparison
 from ._compare import compare as compare
+from ._diagnose import Diagnosis as Diagnosis
+from ._diagnose import Projection as Projection
+from ._diagnose import diagnose as diagnose
+from ._findings import Finding as Finding
 from ._fits import fit_power_law as fit_power_law
 from ._fits import format_exponent as format_exponent
 from ._fits import scaling_exponents as scaling_exponents

@@ -231,6 +231,16 @@ def measure(
     Returns:
       A :class:`Measurement`.
     """
+    return measure_traced(fn, *args, static_argnums=static_argnums, repeats=repeats, runs=runs,
+                          backend=backend, name=name, on_stage=on_stage, memory=memory)[0]
+
+
+def measure_traced(fn: Callable, *args: Any, static_argnums: int | Sequence[int] = (),
+                   repeats: int = 1, runs: int = 5, backend: str | None = None,
+                   name: str | None = None, on_stage: Callable[[str], None] | None = None,
+                   memory: bool = False) -> tuple[Measurement, Any]:
+    """:func:`measure`, also returning the last repeat's ``jax.stages.Traced`` (its jaxpr), so a
+    caller that reads the program (``diagnose``) does not trace it a second time."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
@@ -243,7 +253,7 @@ def measure(
 
 def _measure_on(device: jax.Device, fn: Callable, args: tuple, static: tuple[int, ...],
                 repeats: int, runs: int, name: str | None,
-                on_stage: Callable[[str], None] | None, memory: bool) -> Measurement:
+                on_stage: Callable[[str], None] | None, memory: bool) -> tuple[Measurement, Any]:
     # Uncommitted placement on the default device: committing (device_put(x, device)) would add
     # a sharding attribute per argument to the StableHLO and so inflate hlo_pre_bytes.
     dynamic = [a for i, a in enumerate(args) if i not in static]
@@ -305,7 +315,7 @@ def _measure_on(device: jax.Device, fn: Callable, args: tuple, static: tuple[int
     xla_known = [x for x in xla_t if x is not None]
     import jaxlib  # noqa: PLC0415 - version only
 
-    return Measurement(
+    measurement = Measurement(
         name=name or _fun_name(fn),
         trace_s=statistics.median(trace_t),
         lower_s=statistics.median(lower_t),
@@ -334,6 +344,7 @@ def _measure_on(device: jax.Device, fn: Callable, args: tuple, static: tuple[int
         cache_hits=hits_total,
         cold=compiles_total >= repeats and hits_total == 0,
     )
+    return measurement, traced
 
 
 def measure_case(case: Any, target: str = "loss", **options: Any) -> Measurement:

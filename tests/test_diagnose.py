@@ -1,0 +1,397 @@
+"""explorer.diagnose: each finding on a program that has it and one that does not, the clean
+negative control, the size sweep, how a diagnosis reads, and bad input."""
+
+from __future__ import annotations
+
+import html
+import inspect
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import explorer
+from explorer._findings import KINDS
+
+# -- programs ----------------------------------------------------------------------------------
+
+
+def names(n):
+    return {f"s{i}": jnp.float32(1.0 + 0.01 * i) for i in range(n)}
+
+
+def per_name_rollout(state, params):
+    """The jax#4667 pattern: a Python loop over names inside the scan step."""
+    def body(s, _):
+        s = {k: 0.999 * s[k] + 1e-3 * params[k] for k in s}  # per-name line
+        return s, None
+    return jax.lax.scan(body, state, None, length=20)[0]
+
+
+def vector_rollout(x, theta):
+    """The same dynamics on one stacked array: the clean negative control."""
+    def body(c, _):
+        c = 0.999 * c + 1e-3 * theta
+        return c, c
+    return jnp.sum(jax.lax.scan(body, x, None, length=20)[1] ** 2)
+
+
+def python_time_loop(x):
+    """The jax#2777 / diffrax#94 pattern: a Python for over time steps."""
+    for _ in range(60):
+        x = x + 0.01 * jnp.sin(x)  # loop line
+    return jnp.sum(x)
+
+
+def scan_time_loop(x):
+    def body(c, _):
+        return c + 0.01 * jnp.sin(c), None
+    return jnp.sum(jax.lax.scan(body, x, None, length=60)[0])
+
+
+def line_of(fn, marker):
+    """``file:line`` of the line of ``fn`` containing ``marker``."""
+    lines, start = inspect.getsourcelines(fn)
+    offset = next(i for i, text in enumerate(lines) if marker in text)
+    return f"{inspect.getsourcefile(fn)}:{start + offset}"
+
+
+def only(diagnosis, kind):
+    found = [f for f in diagnosis.findings if f.kind == kind]
+    assert found, f"no {kind} finding in {diagnosis.kinds}"
+    return found
+
+
+def check_saving(finding):
+    assert finding.saving.startswith(("measured:", "estimate")), finding.saving
+    assert finding.kind in KINDS
+
+
+# -- the clean negative control ---------------------------------------------------------------
+
+
+def test_clean_program_has_no_findings_compiled_cold():
+    n = 100
+    d = explorer.diagnose(vector_rollout, jnp.ones(n), jnp.ones(n))
+    assert d.findings == ()
+    assert d.n_leaves == 2 and d.leaf_paths == ("args[0]", "args[1]")
+    assert d.compile_s is not None and d.compile_s > 0
+    assert d.measurement.cold and d.measurement.backend_compiles >= 1
+    assert d.jaxpr_eqns == d.measurement.jaxpr_eqns == explorer.count_eqns(
+        jax.jit(vector_rollout).trace(jnp.ones(n), jnp.ones(n)).jaxpr)
+    assert "no findings" in str(d)
+
+
+@pytest.mark.parametrize("representation", ["array", "named", "struct", "module"])
+def test_built_in_stacked_representations_have_no_findings_under_grad(representation):
+    case = explorer.build_case("oscillator", representation, 300, 20)
+    d = explorer.diagnose(case.function("grad"), *case.args, compile=False)
+    assert d.findings == ()
+
+
+# -- many-arguments ---------------------------------------------------------------------------
+
+
+def test_many_arguments_from_500_leaves_not_from_two_arrays():
+    leaves = {f"w{i}": jnp.float32(i) for i in range(500)}
+    d = explorer.diagnose(lambda p: jnp.sum(jnp.stack(list(p.values()))), leaves, compile=False)
+    (found,) = only(d, "many-arguments")
+    assert d.n_leaves == 500 and "500 array leaves" in found.message
+    assert found.where is None and "ravel_pytree" in found.remedy and "NamedArray" in found.remedy
+    check_saving(found)
+    assert "args[0]['w499']" in d.leaf_paths
+    two = explorer.diagnose(lambda a, b: jnp.sum(a * b), jnp.ones(500), jnp.ones(500),
+                            compile=False)
+    assert "many-arguments" not in two.kinds
+
+
+def test_many_arguments_threshold_is_settable():
+    args = (jnp.ones(2), jnp.ones(2), jnp.ones(2))
+    fn = lambda a, b, c: a + b + c  # noqa: E731
+    assert "many-arguments" in explorer.diagnose(fn, *args, compile=False, max_leaves=3).kinds
+    assert "many-arguments" not in explorer.diagnose(fn, *args, compile=False, max_leaves=4).kinds
+
+
+# -- per-leaf-repetition ----------------------------------------------------------------------
+
+
+def test_per_leaf_repetition_points_at_the_loop_over_names():
+    n = 60
+    d = explorer.diagnose(per_name_rollout, names(n), names(n), compile=False)
+    (found,) = only(d, "per-leaf-repetition")
+    assert found.where == line_of(per_name_rollout, "per-name line")
+    assert f"{n} times" in found.message and "mul×2, add×1" in found.message
+    assert "jax-ml/jax#4667" in found.message and "NamedArray" in found.remedy
+    check_saving(found)
+    assert "unrolled-loop" not in d.kinds  # side by side, not a chain
+    top = d.top_lines.iloc[0]
+    assert (top["line"], top["eqns"]) == (int(found.where.rpartition(":")[2]), 3 * n)
+    assert "dictcomp" in top["function"]
+
+
+def test_per_leaf_repetition_absent_on_the_stacked_program_and_below_threshold():
+    n = 60
+    assert "per-leaf-repetition" not in explorer.diagnose(
+        vector_rollout, jnp.ones(n), jnp.ones(n), compile=False).kinds
+    few = explorer.diagnose(per_name_rollout, names(20), names(20), compile=False)
+    assert few.findings == ()
+    assert "per-leaf-repetition" in explorer.diagnose(
+        per_name_rollout, names(20), names(20), compile=False, min_repeats=20).kinds
+
+
+def test_a_loop_reading_one_value_many_times_is_not_per_leaf():
+    # 100 multiplications side by side, all reading the same x: vectorisable, but no leaves
+    # or names are being walked, so it is not the per-leaf pattern.
+    def scaled(x):
+        return [x * float(i) for i in range(100)]
+    assert "per-leaf-repetition" not in explorer.diagnose(scaled, jnp.ones(3), compile=False).kinds
+
+
+# -- unrolled-loop ------------------------------------------------------------------------------
+
+
+def test_unrolled_loop_points_at_the_line_in_the_python_loop():
+    d = explorer.diagnose(python_time_loop, jnp.ones(3), compile=False)
+    (found,) = only(d, "unrolled-loop")
+    assert found.where == line_of(python_time_loop, "loop line")
+    assert "about 60 steps" in found.message and "lax.scan" in found.remedy
+    assert "differentiated" not in found.message
+    check_saving(found)
+    assert "per-leaf-repetition" not in d.kinds  # a chain, not repeats side by side
+
+
+def test_unrolled_loop_absent_with_scan_and_noted_under_grad():
+    assert explorer.diagnose(scan_time_loop, jnp.ones(3), compile=False).findings == ()
+    d = explorer.diagnose(jax.grad(python_time_loop), jnp.ones(3), compile=False)
+    assert d.kinds == ("unrolled-loop",)
+    assert "about 60 steps" in d.findings[0].message
+    assert "differentiated" in d.findings[0].message
+
+
+def test_unrolled_loop_chain_threshold_is_settable():
+    short = explorer.diagnose(python_time_loop, jnp.ones(3), compile=False, min_chain=181)
+    assert "unrolled-loop" not in short.kinds  # 60 steps × 3 equations = a chain of 180
+    assert "unrolled-loop" in explorer.diagnose(python_time_loop, jnp.ones(3), compile=False,
+                                                min_chain=180).kinds
+
+
+# -- large-constants ----------------------------------------------------------------------------
+
+WEIGHTS = jnp.asarray(np.random.default_rng(0).random((600, 600), dtype=np.float32))  # 1.44 MB
+
+
+def closed_over(x):
+    return jnp.tanh(WEIGHTS @ x)  # weights line
+
+
+def passed_in(weights, x):
+    return jnp.tanh(weights @ x)
+
+
+def test_large_constants_when_weights_are_closed_over_not_when_passed():
+    d = explorer.diagnose(closed_over, jnp.ones(600), compile=False)
+    (found,) = only(d, "large-constants")
+    assert d.constant_bytes == WEIGHTS.nbytes == 600 * 600 * 4
+    assert found.where == line_of(closed_over, "weights line")
+    assert "1.4 MB" in found.message and "float32[600, 600]" in found.message
+    assert found.saving.startswith("measured:")
+    assert d.stablehlo_bytes > WEIGHTS.nbytes  # the data really is in the program text
+    clean = explorer.diagnose(passed_in, WEIGHTS, jnp.ones(600), compile=False)
+    assert clean.findings == () and clean.constant_bytes == 0
+
+
+def test_large_constants_threshold_is_settable():
+    small = jnp.ones(300)  # 1.2 KB
+
+    def fn(x):
+        return x + small
+
+    assert explorer.diagnose(fn, jnp.ones(300), compile=False).findings == ()
+    d = explorer.diagnose(fn, jnp.ones(300), compile=False, max_constant_bytes=1000)
+    assert d.kinds == ("large-constants",)
+
+
+# -- many-carry-leaves, large-unroll --------------------------------------------------------------
+
+
+def carry_tuple(x):
+    init = tuple(x[i] for i in range(30))  # one array in, a 30-leaf carry inside
+    final = jax.lax.scan(lambda c, _: (tuple(v * 0.5 for v in c), None), init, None, length=5)[0]
+    return final[0]
+
+
+def test_many_carry_leaves_from_a_wide_carry_not_a_stacked_one():
+    d = explorer.diagnose(carry_tuple, jnp.ones(30), compile=False, max_leaves=25)
+    (found,) = only(d, "many-carry-leaves")
+    assert "carries 30 separate arrays" in found.message
+    assert found.where == line_of(carry_tuple, "jax.lax.scan")
+    assert "many-arguments" not in d.kinds  # one argument
+    assert "many-carry-leaves" not in explorer.diagnose(
+        scan_time_loop, jnp.ones(30), compile=False, max_leaves=25).kinds
+    assert "many-carry-leaves" not in explorer.diagnose(carry_tuple, jnp.ones(30),
+                                                        compile=False).kinds
+
+
+def unrolled_scan(x, unroll):
+    return jax.lax.scan(lambda c, _: (jnp.sin(c) * 2, None), x, None, length=64, unroll=unroll)[0]
+
+
+def test_large_unroll_from_a_big_factor_not_the_default():
+    d = explorer.diagnose(unrolled_scan, jnp.ones(3), 64, static_argnums=1, compile=False)
+    (found,) = only(d, "large-unroll")
+    assert "unroll=64 over length 64" in found.message and "unroll=1" in found.remedy
+    assert d.n_leaves == 1  # the static argument is not a leaf
+    assert explorer.diagnose(unrolled_scan, jnp.ones(3), 1, static_argnums=1,
+                             compile=False).findings == ()
+    assert explorer.diagnose(unrolled_scan, jnp.ones(3), 8, static_argnums=1,
+                             compile=False).findings == ()
+
+
+# -- several sizes ---------------------------------------------------------------------------------
+
+
+def step(state, params):
+    return {k: 0.9 * state[k] + params[k] for k in state}
+
+
+def make_step_args(n):
+    return names(n), names(n)
+
+
+def test_sizes_fit_each_figure_and_project_compile_time():
+    d = explorer.diagnose(step, make_args=make_step_args, sizes=(5, 10, 20))
+    assert list(d.sizes["size"]) == [5, 10, 20]
+    assert list(d.sizes["n_leaves"]) == [10, 20, 40]
+    assert list(d.sizes["jaxpr_eqns"]) == [10, 20, 40]
+    k = d.exponents.set_index("metric")["k"]
+    assert k["n_leaves"] == pytest.approx(1.0) and k["jaxpr_eqns"] == pytest.approx(1.0)
+    assert "compile_s" in k
+    assert d.projection.size == 200 and d.projection.fitted_sizes == (5, 10, 20)
+    fit = d.exponents.set_index("metric").loc["compile_s"]
+    assert d.projection.compile_s == pytest.approx(fit["c"] * 200 ** fit["k"])
+    assert "projection" in str(d.projection) and "not measured" in str(d.projection)
+    assert d.n_leaves == 40  # the diagnosis itself is the largest size's
+
+
+def test_sizes_report_how_a_flagged_line_grows_and_skip_projection_uncompiled():
+    d = explorer.diagnose(step, make_args=make_step_args, sizes=(10, 20, 40), compile=False,
+                          min_repeats=10)
+    (found,) = only(d, "per-leaf-repetition")
+    assert "grow as size^1.00 (20 → 40 → 80)" in found.message
+    assert d.projection is None and d.sizes["compile_s"].isna().all()
+    assert "sizes 10, 20, 40" in str(d)
+
+
+@pytest.mark.parametrize("sizes, needle", [
+    ((10,), "at least two"),
+    ((10, 10), "at least two"),
+    ((0, 10), "between 1 and"),
+    ((10, 2.5), "between 1 and"),
+    ("10,30", "between 1 and"),
+    ((), "at least one"),
+])
+def test_bad_sizes_are_one_line_errors(sizes, needle):
+    with pytest.raises(ValueError, match=needle) as err:
+        explorer.diagnose(step, make_args=make_step_args, sizes=sizes, compile=False)
+    assert "\n" not in str(err.value)
+
+
+def test_a_factory_that_raises_is_named_in_one_line():
+    def broken_factory(n):
+        raise KeyError(f"no data\nfor size {n}")
+
+    with pytest.raises(ValueError) as err:
+        explorer.diagnose(step, make_args=broken_factory, sizes=(5, 10), compile=False)
+    message = str(err.value)
+    assert "\n" not in message and "broken_factory" in message and "(5)" in message
+    assert "KeyError" in message
+    with pytest.raises(ValueError, match="must return the tuple of arguments, got dict"):
+        explorer.diagnose(step, make_args=lambda n: names(n), sizes=(5, 10), compile=False)
+
+
+def test_make_args_and_sizes_misuse():
+    with pytest.raises(ValueError, match="not both"):
+        explorer.diagnose(step, names(3), make_args=make_step_args)
+    with pytest.raises(ValueError, match="sizes needs make_args"):
+        explorer.diagnose(step, names(3), names(3), sizes=(5, 10))
+    with pytest.raises(ValueError, match="make_args must be a function"):
+        explorer.diagnose(step, make_args=[1, 2])
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+def test_bad_input_is_one_line_errors():
+    cases = [
+        (lambda: explorer.diagnose("step"), "needs a function"),
+        (lambda: explorer.diagnose(step, names(2), names(2), static_argnums=2), "static_argnums"),
+        (lambda: explorer.diagnose(step, names(2), names(2), compile="yes"), "compile must be"),
+        (lambda: explorer.diagnose(step, names(2), names(2), max_leaves=0), "max_leaves"),
+        (lambda: explorer.diagnose(step, names(2), names(2), min_chain=1.5), "min_chain"),
+        (lambda: explorer.diagnose(step, names(2), names(2), backend="nope"), "backend"),
+    ]
+    for call, needle in cases:
+        with pytest.raises(ValueError, match=needle) as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def test_a_function_that_fails_to_trace_is_named_in_one_line():
+    def shape_bug(a, b):
+        return a @ b
+
+    with pytest.raises(ValueError) as err:
+        explorer.diagnose(shape_bug, jnp.ones(3), jnp.ones(4), compile=False)
+    message = str(err.value)
+    assert message.startswith("diagnosing shape_bug failed: TypeError") and "\n" not in message
+    assert isinstance(err.value.__cause__, TypeError)  # the full story stays in the chain
+
+
+# -- how it reads ----------------------------------------------------------------------------------
+
+
+def test_text_and_notebook_html_show_findings_first():
+    d = explorer.diagnose(per_name_rollout, names(60), names(60), compile=False)
+    text = str(d)
+    assert repr(d) == text and text.startswith("diagnose(per_name_rollout): 120 array leaves")
+    assert "[per-leaf-repetition]" in text and "top lines" in text and "not compiled" in text
+    page = d._repr_html_()
+    assert page.index("per-leaf-repetition") < page.index("Source lines") < page.index("Figures")
+    assert "<script" not in page
+
+
+def script_line(x):
+    return x * 2  # </td><script>alert("owned")</script>
+
+
+def test_report_is_offline_escaped_and_never_replaces_a_foreign_file(tmp_path):
+    d = explorer.diagnose(script_line, jnp.ones(3), compile=False)
+    path = d.to_html(tmp_path / "report.html")
+    page = path.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page.lower()
+    assert html.escape('</td><script>alert("owned")</script>') in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", page, re.IGNORECASE)
+    assert "<link" not in page and "@import" not in page and "url(" not in page
+    d.to_html(path)  # our own report: replaced
+    foreign = tmp_path / "notes.html"
+    foreign.write_text("<html>mine</html>")
+    with pytest.raises(ValueError, match="not a diagnose report"):
+        d.to_html(foreign)
+    assert foreign.read_text() == "<html>mine</html>"
+    with pytest.raises(ValueError, match="does not exist"):
+        d.to_html(tmp_path / "missing" / "r.html")
+    with pytest.raises(ValueError, match="is a directory"):
+        d.to_html(tmp_path)
+
+
+def test_report_of_a_1000_leaf_program_with_sizes_stays_small(tmp_path):
+    d = explorer.diagnose(step, make_args=make_step_args, sizes=(250, 500, 1000), compile=False)
+    assert d.n_leaves == 2000 and d.kinds[:2] == ("many-arguments", "per-leaf-repetition")
+    path = d.to_html(tmp_path / "big.html")
+    page = path.read_text(encoding="utf-8")
+    assert path.stat().st_size <= 2_000_000
+    assert page.count("<svg") == 2  # equations and StableHLO; no compile times to chart
+    assert "args[1]['s999']" in html.unescape(page)

@@ -7,7 +7,7 @@ One command (run from the repository root)::
 writes every raw figure to a JSON file and a markdown summary to ``docs/benchmarks.md``.
 
 a. Fidelity and overhead: :func:`explorer.measure` against a bare
-   ``jax.jit(f).lower(*args).compile()`` of the same programs (the first seed's dict / array /
+   ``jax.jit(f).lower(*args).compile()`` of the same programs (jax#4667's dict / array /
    unflatten at N=100, horizon 200), interleaved and cold each time.
 b. Worker overhead per job: one measurement through :class:`explorer.WorkerExecutor` against the
    same measurement in-process, after the worker is warm.
@@ -593,7 +593,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines += [
             "## a. Fidelity and overhead of `explorer.measure`",
             "",
-            f"Programs: `{PROBLEM}` at N={fid['n_states']}, horizon {fid['horizon']} (the first seed's "
+            f"Programs: `{PROBLEM}` at N={fid['n_states']}, horizon {fid['horizon']} (jax#4667's "
             f"dict / array / unflatten), targets {', '.join(fid['targets'])}; {fid['rounds']} "
             "interleaved rounds. *Compile ratio* is `measure`'s compile stage over a bare "
             "`jax.jit(f).lower(*args).compile()`'s `.compile()`; *trace+lower+compile ratio* compares "

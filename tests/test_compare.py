@@ -11,7 +11,7 @@ import explorer
 
 # -- compare -----------------------------------------------------------------------------
 def test_compare_tree_at_module_equals_tuple():
-    """The second seed, answered by one call."""
+    """The eqx.tree_at discussion, answered by one call."""
     import equinox as eqx
 
     class State(eqx.Module):

@@ -23,7 +23,7 @@ from explorer._spec import Spec
 SMALL = Spec("decay", "named", 3, 8, "grad")
 
 
-# Compiles for about a second here (the first seed's third program), so a fault can land in it.
+# Compiles for about a second here (jax#4667's third program), so a fault can land in it.
 SLOW = Spec("decay", "unflatten", 100, 200, "loss")
 
 

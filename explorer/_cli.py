@@ -107,6 +107,26 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--metrics", type=_name_list, default=["compile_s", "hlo_pre_bytes"],
                      help="comma-separated (default compile_s,hlo_pre_bytes)")
 
+    dg = sub.add_parser(
+        "diagnose", help="trace and compile YOUR function cold; say why it is slow and what to "
+        "write instead",
+        description="Diagnose your own function: MODULE:FUNCTION is imported from the current "
+        "folder (or a .py path), its arguments come from --args MODULE:FACTORY. Prints the "
+        "findings (with remedies), the source lines that make the most equations and the "
+        "figures; --html writes a standalone report.")
+    dg.add_argument("function", metavar="MODULE:FUNCTION", help="the function to diagnose")
+    dg.add_argument("--args", required=True, metavar="MODULE:FACTORY",
+                    help="returns the argument tuple; with --sizes it takes the size n")
+    dg.add_argument("--sizes", type=_int_list("sizes", 1, 10**6), default=None,
+                    help="diagnose at these sizes (at least two, e.g. 10,30,100) and fit growth")
+    dg.add_argument("--static-argnums", type=_int_list("static-argnums", 0, 255), default=[],
+                    help="as for jax.jit, e.g. 1 or 1,2")
+    dg.add_argument("--no-compile", action="store_true",
+                    help="trace and lower only (fast; no compile time)")
+    dg.add_argument("--backend", default=None, help="cpu, gpu... (default: JAX's default)")
+    dg.add_argument("--html", default=None, metavar="PATH",
+                    help="also write a standalone HTML report (opens offline)")
+
     sub.add_parser("problems", help="list the problems")
     sub.add_parser("representations", help="list the representations")
     return parser
@@ -163,12 +183,68 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _diagnose(args: argparse.Namespace) -> int:
+    from . import _userref  # noqa: PLC0415
+
+
+    fn = _userref.load(args.function, "function")
+    if not callable(fn):
+        raise ValueError(f"function {args.function} is a {type(fn).__name__}, not a function")
+    factory = _userref.load(args.args, "--args")
+    if not callable(factory):
+        raise ValueError(f"--args {args.args} is a {type(factory).__name__}, not a function "
+                         "that returns the arguments")
+    if args.html:
+        _check_html_path(args.html)  # before the work, not after it
+    from ._diagnose import diagnose  # noqa: PLC0415
+
+
+    options = dict(static_argnums=tuple(args.static_argnums), compile=not args.no_compile,
+                   backend=args.backend)
+    if args.sizes is None:
+        diagnosis = diagnose(fn, *_call_factory(factory, args.args), **options)
+    else:
+        def make_args(n: int) -> tuple:  # diagnose names it in its one-line error
+            made = factory(n)
+            return made if isinstance(made, tuple) else (made,)
+
+        make_args.__name__ = make_args.__qualname__ = args.args
+        diagnosis = diagnose(fn, make_args=make_args, sizes=args.sizes, **options)
+    print(diagnosis)
+    if args.html:
+        print(f"wrote {diagnosis.to_html(args.html)}")
+    return 0
+
+
+def _call_factory(factory, ref: str) -> tuple:
+    try:
+        made = factory()
+    except Exception as err:  # the user's factory failed: one line, not their traceback
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ValueError(f"--args {ref} raised {type(err).__name__}"
+                         f"{': ' + first if first else ''}") from None
+    return made if isinstance(made, tuple) else (made,)
+
+
+def _check_html_path(path: str) -> None:
+    from pathlib import Path  # noqa: PLC0415
+
+
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise ValueError(f"--html {path} is a folder")
+    if not target.parent.is_dir():
+        raise ValueError(f"--html {path}: folder {str(target.parent)!r} does not exist")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "diagnose":
+            return _diagnose(args)
         if args.command == "problems":
             from ._problems import problems  # noqa: PLC0415
 

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _support import one_line
 
 import explorer
 from explorer._findings import KINDS
@@ -395,3 +396,66 @@ def test_report_of_a_1000_leaf_program_with_sizes_stays_small(tmp_path):
     assert path.stat().st_size <= 2_000_000
     assert page.count("<svg") == 2  # equations and StableHLO; no compile times to chart
     assert "args[1]['s999']" in html.unescape(page)
+
+
+# -- the command line: your code named at the terminal ----------------------------------------
+_USER_MODULE = '''
+import jax
+import jax.numpy as jnp
+
+def loss(state, p):
+    def body(s, _):
+        return {k: 0.999 * v + 1e-3 * p[k] for k, v in s.items()}, None
+    s, _ = jax.lax.scan(body, state, None, length=5)
+    return sum(jnp.sum(v) for v in jax.tree_util.tree_leaves(s))
+
+def make(n=40):
+    return ({f"s{i}": jnp.float32(1.0) for i in range(n)},
+            {f"s{i}": jnp.float32(0.5) for i in range(n)})
+
+def broken(n=3):
+    raise RuntimeError("no data file here")
+'''
+
+
+def _diagnose_cli(tmp_path, *args):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "usercode.py").write_text(_USER_MODULE)
+    return subprocess.run([sys.executable, "-m", "explorer._cli", "diagnose", *args],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+def test_cli_diagnose_prints_findings_and_writes_a_report(tmp_path):
+    report = tmp_path / "report.html"
+    done = _diagnose_cli(tmp_path, "usercode:loss", "--args", "usercode:make", "--no-compile",
+                         "--html", str(report))
+    assert done.returncode == 0, done.stderr
+    assert "80 array leaves" in done.stdout and "[per-leaf-repetition]" in done.stdout
+    assert "usercode.py:" in done.stdout and report.is_file()
+    html = report.read_text()
+    assert "per-leaf-repetition" in html and "<script src=\"http" not in html
+
+
+def test_cli_diagnose_sizes_fits_growth(tmp_path):
+    done = _diagnose_cli(tmp_path, "usercode:loss", "--args", "usercode:make", "--sizes", "5,10",
+                         "--no-compile")
+    assert done.returncode == 0, done.stderr
+    assert "sizes 5, 10: n_leaves k=1.00" in done.stdout and "jaxpr_eqns k=" in done.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (("usercode:nope", "--args", "usercode:make"), "has no attribute 'nope'"),
+    (("nomodule_xyz:loss", "--args", "usercode:make"), "cannot import 'nomodule_xyz'"),
+    (("usercode:loss", "--args", "usercode:broken"), "RuntimeError: no data file here"),
+    (("usercode:loss", "--args", "usercode:broken", "--sizes", "3,4"), "no data file here"),
+    (("usercode:loss", "--args", "usercode:make", "--sizes", "5"), "at least two"),
+    (("usercode:loss", "--args", "usercode:make", "--html", "/no/dir/r.html"), "does not exist"),
+])
+def test_cli_diagnose_bad_input_is_one_line_status_2(tmp_path, args, words):
+    done = _diagnose_cli(tmp_path, *args)
+    assert done.returncode == 2
+    assert words in one_line(done.stderr)

@@ -85,6 +85,46 @@ def _legend(entries: int) -> dict[str, Any]:
     return dict(legend_position="bottom", legend_cols=cols, height=PLOT_HEIGHT + 24 * rows)
 
 
+def log_ticks(lo: float, hi: float, max_ticks: int = 8) -> list[tuple[float, str]]:
+    """Labelled ticks for a log axis over ``[lo, hi]`` that read well at any range.
+
+    Bokeh's own log ticker labels only whole decades: under one decade an axis shows no label
+    at all (N = 10, 20 bare; nothing below 1 s) or crowded ``3.500e+5`` ones. Here: powers of
+    ten when the range spans several decades, else 1-2-5 steps, else the ends themselves; labels
+    in plain figures (``0.05``, ``20``, ``300k``, ``2M``).
+    """
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi <= 0:
+        return []
+    lo, hi = min(lo, hi), max(lo, hi)
+    first, last = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
+    for mantissas in ((1,), (1, 3), (1, 2, 5), (1, 1.5, 2, 3, 5, 7)):
+        ticks = [m * 10.0 ** e for e in range(first, last + 1) for m in mantissas
+                 if lo * 0.999 <= m * 10.0 ** e <= hi * 1.001]
+        if len(ticks) >= 3:
+            break
+    if len(ticks) > max_ticks:  # many decades: every other power of ten
+        step = -(-len(ticks) // max_ticks)
+        ticks = ticks[::step]
+    if len(ticks) < 2:  # a range narrower than any 1-1.5-2-3-5-7 step: label its ends
+        ticks = sorted({float(f"{lo:.2g}"), float(f"{hi:.2g}"), *ticks})
+    return [(v, _tick_label(v)) for v in ticks]
+
+
+def _tick_label(value: float) -> str:
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def _padded_ticks(values: pd.Series) -> list[tuple[float, str]]:
+    values = pd.to_numeric(values, errors="coerce").to_numpy(float)
+    values = values[np.isfinite(values) & (values > 0)]
+    if not len(values):
+        return []
+    return log_ticks(values.min(), values.max())
+
+
 def placeholder(title: str, message: str) -> hv.Overlay:
     """A placeholder with a message, on plain axes (never log ones, which need data)."""
     _bokeh()
@@ -217,7 +257,9 @@ class _Figure:
         options = {
             "Scatter": dict(color="color", alpha="alpha", size=7, tools=["hover"],
                             hover_tooltips=self.tooltips, show_legend=False),
-            "Overlay": _opts(title=title, logx=True, logy=True, **_legend(entries)),
+            "Overlay": _opts(title=title, logx=True, logy=True, **_legend(entries),
+                             xticks=_padded_ticks(points["n_states"]) or None,
+                             yticks=_padded_ticks(points[self.y.name]) or None),
         }
         if self.curves:
             colors, dashes = zip(*self.styles)

@@ -16,6 +16,7 @@ from ._plots import STAGES as STAGES
 from ._plots import color_of as color_of
 from ._plots import compile_time_plot as compile_time_plot
 from ._plots import export_html as export_html
+from ._plots import log_ticks as log_ticks
 from ._plots import placeholder as placeholder
 from ._plots import program_size_plot as program_size_plot
 from ._plots import rollout_frame as rollout_frame
@@ -24,5 +25,5 @@ from ._plots import runtime_plot as runtime_plot
 from ._plots import select as select
 
 __all__ = ["REPRESENTATION_COLORS", "STAGES", "color_of", "compile_time_plot", "export_html",
-           "placeholder", "program_size_plot", "rollout_frame", "rollout_plot", "runtime_plot",
+           "log_ticks", "placeholder", "program_size_plot", "rollout_frame", "rollout_plot", "runtime_plot",
            "select"]

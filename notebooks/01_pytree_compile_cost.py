@@ -52,13 +52,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+import panel as pn
 from IPython.display import Markdown, display
 from jax import lax
 
 import explorer
 import explorer.plots as plots
 
-hv.extension("bokeh", inline=True)   # JS inside the notebook: exports work offline
+# JS and CSS inside the notebook (HoloViews draws through Panel): exports work offline
+hv.extension("bokeh", inline=True)
+pn.extension(inline=True)
 pd.set_option("display.precision", 4)
 NOTEBOOK_START = time.perf_counter()
 print(f"jax {jax.__version__}, backend {jax.default_backend()}, "

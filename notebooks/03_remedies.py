@@ -61,7 +61,7 @@ import explorer
 from explorer import NamedArray
 import explorer.plots as plots
 
-hv.extension("bokeh", inline=True)   # JS inside the notebook: exports work offline
+hv.extension("bokeh", inline=True)   # JS and CSS inside the notebook: exports work offline
 pn.extension(inline=True)
 pd.set_option("display.precision", 4)
 
@@ -175,10 +175,17 @@ if not SERVED:
 
 # %%
 if not SERVED:
-    opts = dict(logx=True, width=300, height=250, show_grid=True, tools=["hover"])
-    curves = [hv.Curve(by_unroll.reset_index(), "unroll", col).opts(title=col, logy=logy, **opts)
-              * hv.Scatter(by_unroll.reset_index(), "unroll", col).opts(size=6, logy=logy, logx=True)
-              for col, logy in (("total compile s", True), ("optimised HLO bytes", True), ("run µs", False))]
+    # plots.log_ticks labels a log axis readably whatever its range (Bokeh's own labels only
+    # whole decades).
+    table = by_unroll.reset_index()
+    xticks = plots.log_ticks(table["unroll"].min(), table["unroll"].max())
+    opts = dict(logx=True, width=300, height=250, show_grid=True, tools=["hover"], xticks=xticks)
+    curves = [hv.Curve(table, "unroll", col).opts(
+                  title=col, logy=logy, **opts,
+                  yticks=plots.log_ticks(table[col].min(), table[col].max()) if logy else None)
+              * hv.Scatter(table, "unroll", col).opts(size=6, logy=logy, logx=True)
+              for col, logy in (("total compile s", True), ("optimised HLO bytes", True),
+                                ("run µs", False))]
     display(hv.Layout(curves).cols(3))
 
 # %%

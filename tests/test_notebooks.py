@@ -9,6 +9,7 @@ directory and the results store redirected to a temporary file.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -114,3 +115,14 @@ def test_notebook_runs_top_to_bottom(path, kernel_dir, tmp_path, monkeypatch, re
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
                       for out in cell.get("outputs", []) if out.get("output_type") == "stream")
     assert str(tmp_path / "results.sqlite") in printed
+
+    # Exported as the README says (the offline template), the page loads no script or
+    # stylesheet from another host: its plots show without a network.
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(extra_template_basedirs=[str(NOTEBOOK_DIR)], template_name="offline")
+    page, _ = exporter.from_notebook_node(nb)
+    external = re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="(?:https?:)?//[^"]*"', page)
+    assert not external, external
+    if "hv.extension" in "".join(c.source for c in nb.cells):
+        assert "Bokeh.embed" in page  # the plots' JavaScript is in the page itself

@@ -197,3 +197,24 @@ def test_rollout_frame_and_plot_overlay_representations():
 def test_export_html_is_one_standalone_file():
     html = _plots.export_html([_plots.compile_time_plot(_rows()), _plots.runtime_plot(_rows())])
     assert b"<html" in html[:1000].lower() and b"cdn.bokeh.org" not in html
+
+
+@pytest.mark.parametrize("lo, hi", [(10, 20), (0.05, 0.9), (0.211, 0.399), (2.9e3, 3.5e5),
+                                    (1e-4, 10), (1, 1e9), (3, 3000)])
+def test_log_ticks_label_every_range_readably(lo, hi):
+    ticks = _plots.log_ticks(lo, hi)
+    assert 2 <= len(ticks) <= 8
+    values = [v for v, _ in ticks]
+    assert values == sorted(values) and all(lo * 0.99 <= v <= hi * 1.01 for v in values)
+    labels = [label for _, label in ticks]
+    assert len(set(labels)) == len(labels)
+    assert not any("e+" in label or len(label) > 6 for label in labels), labels
+
+
+def test_metric_plots_carry_labelled_ticks_under_a_decade():
+    df = _rows(k={"array": 0.1})
+    df = df[df.n_states <= 10].copy()
+    df.loc[df.n_states == 1, "n_states"] = 20  # N = 10 and 20: less than a decade
+    fig = _render(_plots.compile_time_plot(df, problem="decay", horizon=200, target="loss"))
+    assert {"10", "20"} <= set(fig.xaxis[0].major_label_overrides.values())
+    assert fig.yaxis[0].major_label_overrides  # the y range (under a decade) is labelled too

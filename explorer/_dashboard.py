@@ -259,6 +259,9 @@ class Dashboard(pn.viewable.Viewer):
             widths=dict(_COLUMN_WIDTHS),
         )
         self._table.param.watch(self._row_selected, "selection")
+        # Tabulator's selection is a row position: when new rows arrive (newest first) the
+        # highlight would slide onto another row while the model still means the first one.
+        self._table.param.watch(self._keep_selection, "value")
         self._csv = w.FileDownload(callback=lambda: io.BytesIO(m.csv_bytes()),
                                    filename="pytree-explorer-results.csv",
                                    label="Download results (CSV)", color="light", width=240)
@@ -406,6 +409,14 @@ class Dashboard(pn.viewable.Viewer):
         index = rows[0]
         if 0 <= index < len(frame):
             self.model.selected = int(frame.iloc[index]["id"])
+
+    def _keep_selection(self, event: param.parameterized.Event) -> None:
+        """Keep the highlight on the selected row's id whatever rows came before it."""
+        selected, frame = self.model.selected, event.new
+        if selected is None or frame is None or "id" not in frame:
+            return
+        positions = [i for i, row_id in enumerate(frame["id"]) if row_id == selected]
+        self._table.selection = positions[:1]
 
     def _html_file(self) -> io.BytesIO:
         try:

@@ -41,9 +41,10 @@ MEASUREMENT_COLUMNS = (
 COLUMNS: tuple[str, ...] = META_COLUMNS + SPEC_COLUMNS + MEASUREMENT_COLUMNS
 # The columns a results table shows, the figures people read first leading (the dashboard's
 # table and ``pytree-explorer list``; the CLI leaves out the wide text columns at the end).
+# What people read first (what, N, the three figures), then where it came from, then the rest.
 TABLE_COLUMNS: tuple[str, ...] = (
-    "id", "source", "representation", "n_states", "target", "status", "compile_s",
-    "hlo_pre_bytes", "run_s", "problem", "horizon", "unroll", "trace_s", "lower_s",
+    "representation", "n_states", "target", "compile_s", "hlo_pre_bytes", "run_s", "status",
+    "source", "id", "problem", "horizon", "unroll", "trace_s", "lower_s",
     "hlo_post_bytes", "jaxpr_eqns", "n_leaves", "backend", "device_kind", "jax_version", "host",
     "error",
 )

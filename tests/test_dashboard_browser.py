@@ -117,6 +117,33 @@ def test_run_adds_a_row_to_the_table_and_to_the_plots(page, served_app):
     assert errors == []
 
 
+def test_selection_stays_on_its_row_when_new_rows_arrive(page, served_app):
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    _open(page, served_app)
+    _set_number(page, "Horizon", 5)
+    _set_number(page, "or any N", 2)
+    run = page.get_by_role("button", name="Run", exact=True)
+    run.click()
+    expect(page.get_by_text(re.compile(r"Run finished: 2 of 2"))).to_be_visible(timeout=RUN_S)
+    measured = page.locator(".tabulator-row", has_text="measured")
+    page.wait_for_timeout(1000)  # the table has taken the run's last row
+    rows_before = measured.count()  # this module's server may hold rows of other tests
+    measured.filter(has_text="dict").first.click()
+    expect(page.locator(".tabulator-row.tabulator-selected")).to_have_count(1)
+    before = page.locator(".tabulator-row.tabulator-selected").inner_text()
+    assert "dict" in before and "measured" in before
+    _set_number(page, "or any N", 3)  # two new rows arrive above the selected one
+    run.click()
+    expect(measured).to_have_count(rows_before + 2, timeout=RUN_S)
+    expect(page.get_by_text(re.compile(r"Run finished: 2 of 2"))).to_be_visible(timeout=RUN_S)
+    page.wait_for_timeout(1000)
+    selected = page.locator(".tabulator-row.tabulator-selected")
+    expect(selected).to_have_count(1)
+    assert selected.inner_text() == before  # the same row (same id), not the same position
+    _shot(page, "selection-kept.png")
+
+
 def test_bad_input_shows_an_alert_and_the_page_stays_alive(page, served_app):
     from playwright.sync_api import expect  # noqa: PLC0415
 

@@ -649,6 +649,14 @@ class ExplorerModel(param.Parameterized):
         names = {e.name for e in events}
         if "results" in names:
             self._results_key = frame_key(self.results)
+        if names & {"horizon", "unroll"} and (bad := self._bad_view()):
+            # Keep the plots as they are: emptying them and titling them "H=None" tells nobody
+            # anything. Say what is wrong where the eye is (status) and in the alert.
+            self._show(f"Bad input: {bad}", "danger")
+            self.status = f"Bad input: {bad} (the plots still show the last valid choice)"
+            return
+        if names & {"horizon", "unroll"} and self.alert.startswith("Bad input"):
+            self.clear_alert()  # the value that was wrong is right again
         which = set()
         if names & {"results", "stage", "problem", "horizon", "unroll", "show_target"}:
             which.add("compile")
@@ -657,6 +665,15 @@ class ExplorerModel(param.Parameterized):
         if "rollout_states" in names:
             which.add("rollout")
         self._redraw(which)
+
+    def _bad_view(self) -> str | None:
+        """What is wrong with the horizon or unroll the plots filter on, if anything."""
+        try:
+            v.check_horizon(self.horizon)
+            v.check_unroll(self.unroll)
+        except (ValueError, TypeError) as err:
+            return str(err).splitlines()[0]
+        return None
 
     def _redraw(self, which: set[str]) -> None:
         """Ask for the plots in ``which`` to be drawn again, on the next turn of the event loop

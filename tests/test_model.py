@@ -276,3 +276,16 @@ def test_redraws_wait_for_the_page_and_changes_that_come_together_draw_once(tmp_
         assert "(decay, H=100, loss)" in m.compile_plot().opts.get().kwargs["title"]
     finally:
         m.close()
+
+
+def test_an_invalid_horizon_keeps_the_plots_and_says_why(model):
+    ticks = model._compile_tick
+    model.horizon = 0
+    assert model._compile_tick == ticks  # nothing redrawn for a value no row can have
+    assert "horizon" in model.alert and model.alert.startswith("Bad input")
+    assert "horizon" in model.status
+    # (the page draws only when a tick moves: the plots on it stay as they were)
+    model.horizon = None
+    assert model._compile_tick == ticks and "horizon" in model.status
+    model.horizon = 200
+    assert model._compile_tick > ticks and model.alert == ""

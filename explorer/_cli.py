@@ -6,7 +6,9 @@ Bad input ends with one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 import pandas as pd
@@ -163,9 +165,24 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    on_main = threading.current_thread() is threading.main_thread()
+    # SIGTERM stops like Ctrl-C: the running job is killed, no row is stored for it.
+    previous = signal.signal(signal.SIGTERM, _interrupt) if on_main else None
+    try:
+        return _main(args)
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "sweep":
             return _sweep(args)

@@ -86,6 +86,13 @@ def default_backend() -> str:
     return jax.default_backend()
 
 
+def jax_version() -> str:
+    """The JAX version the worker measures with (its interpreter may not be the caller's)."""
+    import jax  # noqa: PLC0415
+
+    return jax.__version__
+
+
 def available_backends() -> list[str]:
     """Platforms JAX can use here (``cpu`` first, accelerators after), as the worker sees them."""
     import jax  # noqa: PLC0415

@@ -17,7 +17,7 @@ from . import _validate as v
 from ._run import run_one, submit
 from ._spec import Spec
 from ._store import COLUMNS, Store, to_frame
-from ._worker import DEFAULT_TIMEOUT_S, WorkerExecutor
+from ._worker import DEFAULT_TIMEOUT_S, WorkerExecutor, check_python
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +73,7 @@ def sweep(
     resume: bool = True,
     run_id: str | None = None,
     cancel: threading.Event | None = None,
+    python: str | None = None,
 ) -> pd.DataFrame:
     """Measure every (state count, horizon, target, representation) of one problem.
 
@@ -89,6 +90,8 @@ def sweep(
       timeout: seconds one measurement may take (``None``: no limit).
       progress: called with a :class:`SweepEvent` as each measurement starts and ends.
       cancel: set it to stop the sweep; the running measurement is killed.
+      python: the interpreter that measures (another environment's JAX); checked before
+        anything runs (``ValueError`` if it cannot). Ignored when ``executor`` is given.
 
     Returns:
       One row per measurement (see ``explorer.COLUMNS``), failures included with their status.
@@ -100,7 +103,9 @@ def sweep(
     timeout = v.check_timeout(timeout)
     db = None if store is False else store if isinstance(store, Store) else Store(store)
     own_executor = executor is None
-    executor = executor or WorkerExecutor(timeout=timeout)
+    if executor is None:
+        executor = WorkerExecutor(timeout=timeout,
+                                  python=None if python is None else check_python(python))
     run_id = run_id or uuid.uuid4().hex[:12]
     try:
         if backend is not None:  # bad input: one error now, not one failed row per case
@@ -132,15 +137,14 @@ def sweep(
 
 
 def _finished(db: Store, specs: list[Spec], executor: cf.Executor, backend: str | None) -> dict:
-    import jax  # noqa: PLC0415 - the version only; no backend is started here
-
-    from ._jobs import default_backend  # noqa: PLC0415
+    from ._jobs import default_backend, jax_version  # noqa: PLC0415
 
     stored = db.rows(status="ok")
     if stored.empty:
         return {}
     wanted = backend or submit(executor, default_backend, label="default backend").result()
-    stored = stored[(stored["jax_version"] == jax.__version__) & (stored["backend"] == wanted)]
+    version = submit(executor, jax_version, label="JAX version").result()
+    stored = stored[(stored["jax_version"] == version) & (stored["backend"] == wanted)]
     keys = {s.key for s in specs}
     found = {}
     for record in stored.to_dict("records"):

@@ -88,6 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also store XLA's memory analysis (temp, argument, output, code bytes)")
     s.add_argument("--out", default=None, help="also write this sweep's rows to a .csv or .parquet file")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    s.add_argument("--python", default=None,
+                   help="interpreter that measures (another environment's JAX; default: this one)")
+
+    cr = sub.add_parser("compare-runs", help="two groups of stored rows side by side, as ratios")
+    cr.add_argument("--by", default="jax_version",
+                    help="jax_version, backend, device_kind, host or python (default jax_version)")
+    cr.add_argument("--a", default=None, help="the baseline group (default: the first of two)")
+    cr.add_argument("--b", default=None, help="the other group (default: the second of two)")
+    cr.add_argument("--store", default=None, help=store_help)
 
     ls = sub.add_parser("list", help="print stored rows")
     ls.add_argument("--store", default=None, help=store_help)
@@ -153,7 +162,7 @@ def _sweep(args: argparse.Namespace) -> int:
                       backend=args.backend, rollouts=args.rollouts, memory=args.memory,
                       store=store,
                       timeout=args.timeout,
-                      progress=progress, resume=not args.redo)
+                      progress=progress, resume=not args.redo, python=args.python)
     finally:
         if bar is not None:
             bar.close()
@@ -207,6 +216,12 @@ def _main(args: argparse.Namespace) -> int:
             _print_table(store.rows(run_id=args.run, status=args.status, limit=args.last[0]))
         elif args.command == "export":
             print(f"wrote {store.export(args.out, run_id=args.run)}")
+        elif args.command == "compare-runs":
+            from ._runs import compare_runs  # noqa: PLC0415
+
+            table = compare_runs(store.rows(), by=args.by, a=args.a, b=args.b)
+            print(f"{args.by}: b = {table.attrs['b']} against a = {table.attrs['a']}")
+            print(table.to_string(index=False) if not table.empty else "(no case in both groups)")
         elif args.command == "runs":
             print(store.runs().to_string(index=False))
         elif args.command == "fit":

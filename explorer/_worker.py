@@ -435,8 +435,9 @@ def check_python(python: str) -> str:
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise ValueError(f"--python {python}: cannot run it ({type(err).__name__})") from None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+    if done.returncode != 0 or not done.stdout.strip():
+        lines = (done.stderr.strip().splitlines()
+                 or [f"exit status {done.returncode} and no JAX version"])
         raise ValueError(f"--python {python}: cannot measure there: {lines[-1]}")
     return os.path.abspath(found)
 

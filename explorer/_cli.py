@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--python", default=None,
                    help="interpreter that measures (another environment's JAX; default: this one)")
 
+    s.add_argument("--scheduler", default=None,
+                   help="Dask scheduler address (tcp://HOST:PORT): measure on that cluster")
+    s.add_argument("--per-host", type=_int_list("per-host", 1, 1024), default=[1],
+                   help="on a cluster, measurements at once per host (default 1)")
+
     cr = sub.add_parser("compare-runs", help="two groups of stored rows side by side, as ratios")
     cr.add_argument("--by", default="jax_version",
                     help="jax_version, backend, device_kind, host or python (default jax_version)")
@@ -162,7 +167,8 @@ def _sweep(args: argparse.Namespace) -> int:
                       backend=args.backend, rollouts=args.rollouts, memory=args.memory,
                       store=store,
                       timeout=args.timeout,
-                      progress=progress, resume=not args.redo, python=args.python)
+                      progress=progress, resume=not args.redo, python=args.python,
+                      scheduler=args.scheduler, per_host=args.per_host[0])
     finally:
         if bar is not None:
             bar.close()

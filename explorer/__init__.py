@@ -27,6 +27,7 @@ from ._problems import problems as problems
 from ._representations import Case as Case
 from ._representations import build_case as build_case
 from ._representations import representations as representations
+from ._runs import compare_runs as compare_runs
 from ._spec import Spec as Spec
 from ._store import COLUMNS as COLUMNS
 from ._store import Store as Store

@@ -6,7 +6,9 @@ Bad input ends with one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 import pandas as pd
@@ -86,6 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also store XLA's memory analysis (temp, argument, output, code bytes)")
     s.add_argument("--out", default=None, help="also write this sweep's rows to a .csv or .parquet file")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    s.add_argument("--python", default=None,
+                   help="interpreter that measures (another environment's JAX; default: this one)")
+
+    s.add_argument("--scheduler", default=None,
+                   help="Dask scheduler address (tcp://HOST:PORT): measure on that cluster")
+    s.add_argument("--per-host", type=_int_list("per-host", 1, 1024), default=[1],
+                   help="on a cluster, measurements at once per host (default 1)")
+
+    cr = sub.add_parser("compare-runs", help="two groups of stored rows side by side, as ratios")
+    cr.add_argument("--by", default="jax_version",
+                    help="jax_version, backend, device_kind, host or python (default jax_version)")
+    cr.add_argument("--a", default=None, help="the baseline group (default: the first of two)")
+    cr.add_argument("--b", default=None, help="the other group (default: the second of two)")
+    cr.add_argument("--store", default=None, help=store_help)
 
     ls = sub.add_parser("list", help="print stored rows")
     ls.add_argument("--store", default=None, help=store_help)
@@ -171,7 +187,8 @@ def _sweep(args: argparse.Namespace) -> int:
                       backend=args.backend, rollouts=args.rollouts, memory=args.memory,
                       store=store,
                       timeout=args.timeout,
-                      progress=progress, resume=not args.redo)
+                      progress=progress, resume=not args.redo, python=args.python,
+                      scheduler=args.scheduler, per_host=args.per_host[0])
     finally:
         if bar is not None:
             bar.close()
@@ -186,7 +203,6 @@ def _sweep(args: argparse.Namespace) -> int:
 def _diagnose(args: argparse.Namespace) -> int:
     from . import _userref  # noqa: PLC0415
 
-
     fn = _userref.load(args.function, "function")
     if not callable(fn):
         raise ValueError(f"function {args.function} is a {type(fn).__name__}, not a function")
@@ -197,7 +213,6 @@ def _diagnose(args: argparse.Namespace) -> int:
     if args.html:
         _check_html_path(args.html)  # before the work, not after it
     from ._diagnose import diagnose  # noqa: PLC0415
-
 
     options = dict(static_argnums=tuple(args.static_argnums), compile=not args.no_compile,
                    backend=args.backend)
@@ -229,7 +244,6 @@ def _call_factory(factory, ref: str) -> tuple:
 def _check_html_path(path: str) -> None:
     from pathlib import Path  # noqa: PLC0415
 
-
     target = Path(path).expanduser()
     if target.is_dir():
         raise ValueError(f"--html {path} is a folder")
@@ -237,9 +251,24 @@ def _check_html_path(path: str) -> None:
         raise ValueError(f"--html {path}: folder {str(target.parent)!r} does not exist")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    on_main = threading.current_thread() is threading.main_thread()
+    # SIGTERM stops like Ctrl-C: the running job is killed, no row is stored for it.
+    previous = signal.signal(signal.SIGTERM, _interrupt) if on_main else None
+    try:
+        return _main(args)
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "sweep":
             return _sweep(args)
@@ -266,6 +295,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_table(store.rows(run_id=args.run, status=args.status, limit=args.last[0]))
         elif args.command == "export":
             print(f"wrote {store.export(args.out, run_id=args.run)}")
+        elif args.command == "compare-runs":
+            from ._runs import compare_runs  # noqa: PLC0415
+
+            table = compare_runs(store.rows(), by=args.by, a=args.a, b=args.b)
+            print(f"{args.by}: b = {table.attrs['b']} against a = {table.attrs['a']}")
+            print(table.to_string(index=False) if not table.empty else "(no case in both groups)")
         elif args.command == "runs":
             print(store.runs().to_string(index=False))
         elif args.command == "fit":

@@ -8,7 +8,9 @@ the process that submits them (a dashboard server, a CLI) never starts a JAX bac
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
+import sys
 import time
 from typing import Any
 
@@ -29,18 +31,25 @@ def run_spec(spec: Spec) -> dict[str, Any]:
     from ._measure import measure_case  # noqa: PLC0415 - imports jax; worker side
 
     case = _build(spec)
+    where = machine()
     started = time.time()
     measurement = measure_case(case, spec.target, repeats=spec.repeats, runs=spec.runs,
                                backend=spec.backend_requested, on_stage=report,
                                memory=spec.memory)
     finished = time.time()
     row = {**dataclasses.asdict(spec), **measurement.to_dict(), "status": "ok", "error": None,
-           "started_at": started, "finished_at": finished, "host": socket.gethostname()}
+           "started_at": started, "finished_at": finished, **where}
     rollout = None
     if spec.rollout:
         report("rollout")
         rollout = _capture_rollout(case)
     return {"row": row, "rollout": rollout}
+
+
+def machine() -> dict[str, Any]:
+    """Where a job runs: host, interpreter, cores and the 1-minute load average now."""
+    return {"host": socket.gethostname(), "python": sys.executable, "cpu_count": os.cpu_count(),
+            "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
 
 
 def rollout_spec(spec: Spec) -> tuple[list[str], np.ndarray]:
@@ -84,6 +93,13 @@ def default_backend() -> str:
     import jax  # noqa: PLC0415
 
     return jax.default_backend()
+
+
+def jax_version() -> str:
+    """The JAX version the worker measures with (its interpreter may not be the caller's)."""
+    import jax  # noqa: PLC0415
+
+    return jax.__version__
 
 
 def available_backends() -> list[str]:

@@ -37,8 +37,12 @@ MEASUREMENT_COLUMNS = (
     "backend", "device_kind", "jax_version", "jaxlib_version", "backend_compiles", "cache_hits",
     "cold",
 )
+# Where a row was measured: the interpreter, the machine's cores and its load (1-minute
+# average) as the job started, and the Dask worker's name on a cluster (``None`` locally).
+ENVIRONMENT_COLUMNS = ("python", "cpu_count", "load_avg", "worker")
 # Column order of a stored row (and of every results DataFrame).
-COLUMNS: tuple[str, ...] = META_COLUMNS + SPEC_COLUMNS + MEASUREMENT_COLUMNS
+COLUMNS: tuple[str, ...] = (META_COLUMNS + SPEC_COLUMNS + MEASUREMENT_COLUMNS
+                            + ENVIRONMENT_COLUMNS)
 # The columns a results table shows, the figures people read first leading (the dashboard's
 # table and ``pytree-explorer list``; the CLI leaves out the wide text columns at the end).
 # What people read first (what, N, the three figures), then where it came from, then the rest.
@@ -52,9 +56,11 @@ STATUSES = ("ok", "error", "timeout", "crashed", "oom", "cancelled")
 
 _INT = {"id", "n_states", "horizon", "unroll", "repeats", "jaxpr_eqns", "jaxpr_eqns_top",
         "n_leaves", "hlo_pre_bytes", "hlo_post_bytes", "temp_bytes", "argument_bytes",
-        "output_bytes", "generated_code_bytes", "backend_compiles", "cache_hits", "cold"}
+        "output_bytes", "generated_code_bytes", "backend_compiles", "cache_hits", "cold",
+        "cpu_count"}
 _TEXT = {"run_id", "status", "error", "host", "problem", "representation", "target",
-         "backend_requested", "name", "backend", "device_kind", "jax_version", "jaxlib_version"}
+         "backend_requested", "name", "backend", "device_kind", "jax_version", "jaxlib_version",
+         "python", "worker"}
 
 
 class StoreError(ValueError):

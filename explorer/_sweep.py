@@ -17,7 +17,7 @@ from . import _validate as v
 from ._run import run_one, submit
 from ._spec import Spec
 from ._store import COLUMNS, Store, to_frame
-from ._worker import DEFAULT_TIMEOUT_S, WorkerExecutor
+from ._worker import DEFAULT_TIMEOUT_S, WorkerExecutor, check_python
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +73,9 @@ def sweep(
     resume: bool = True,
     run_id: str | None = None,
     cancel: threading.Event | None = None,
+    python: str | None = None,
+    scheduler: Any = None,
+    per_host: int = 1,
 ) -> pd.DataFrame:
     """Measure every (state count, horizon, target, representation) of one problem.
 
@@ -89,6 +92,14 @@ def sweep(
       timeout: seconds one measurement may take (``None``: no limit).
       progress: called with a :class:`SweepEvent` as each measurement starts and ends.
       cancel: set it to stop the sweep; the running measurement is killed.
+      python: the interpreter that measures (another environment's JAX); checked before
+        anything runs (``ValueError`` if it cannot). Ignored when ``executor`` is given.
+        On a cluster it is a path on the Dask workers' machines, not checked here.
+      scheduler: a Dask scheduler address (``tcp://host:8786``) or a ``distributed.Client``:
+        each case runs as a Dask task, measured in its Dask worker's own worker process;
+        rows are stored here as they finish, naming the Dask ``worker`` and ``host``.
+      per_host: on a cluster, at most this many measurements at once on one host (a
+        per-host ``distributed.Semaphore``): side-by-side timings contaminate each other.
 
     Returns:
       One row per measurement (see ``explorer.COLUMNS``), failures included with their status.
@@ -99,8 +110,19 @@ def sweep(
                         repeats=repeats, backend=backend, rollouts=rollouts, memory=memory)
     timeout = v.check_timeout(timeout)
     db = None if store is False else store if isinstance(store, Store) else Store(store)
-    own_executor = executor is None
-    executor = executor or WorkerExecutor(timeout=timeout)
+    if not isinstance(per_host, int) or per_host < 1:
+        raise ValueError(f"per_host must be a whole number >= 1, got {per_host!r}")
+    client = own_client = None
+    if scheduler is not None:  # a Dask cluster: each Dask worker measures in its own process
+        from ._cluster import DaskExecutor, connect  # noqa: PLC0415
+
+        client, own_client = connect(scheduler)
+        executor, own_executor = DaskExecutor(client, python), False
+    else:
+        own_executor = executor is None
+        if executor is None:
+            executor = WorkerExecutor(timeout=timeout,
+                                      python=None if python is None else check_python(python))
     run_id = run_id or uuid.uuid4().hex[:12]
     try:
         if backend is not None:  # bad input: one error now, not one failed row per case
@@ -109,6 +131,10 @@ def sweep(
             submit(executor, check_backend, backend, label="check backend").result()
         done_rows = _finished(db, specs, executor, backend) if (db is not None and resume) else {}
         rows: list[dict[str, Any]] = []
+        if client is not None:
+            return to_frame(_on_cluster(client, specs, done_rows, db, run_id, timeout=timeout,
+                                        python=python, per_host=per_host, progress=progress,
+                                        cancel=cancel))
         for i, spec in enumerate(specs):
             if cancel is not None and cancel.is_set():
                 break
@@ -128,19 +154,53 @@ def sweep(
     finally:
         if own_executor:
             executor.shutdown(wait=True, cancel_futures=True)
+        if own_client:
+            client.close()
     return to_frame(rows)
 
 
-def _finished(db: Store, specs: list[Spec], executor: cf.Executor, backend: str | None) -> dict:
-    import jax  # noqa: PLC0415 - the version only; no backend is started here
+def _on_cluster(client: Any, specs: list[Spec], done_rows: dict, db: Store | None, run_id: str,
+                *, timeout: float | None, python: str | None, per_host: int,
+                progress: Callable[[SweepEvent], None] | None,
+                cancel: threading.Event | None) -> list[dict[str, Any]]:
+    """The cluster half of :func:`sweep`: rows stored on the client as each task finishes."""
+    from ._cluster import measure_all  # noqa: PLC0415
 
-    from ._jobs import default_backend  # noqa: PLC0415
+    found: dict[tuple, dict[str, Any]] = {}
+    todo = []
+    for i, spec in enumerate(specs):
+        if spec.key in done_rows:
+            found[spec.key] = done_rows[spec.key]
+            if progress:
+                progress(SweepEvent(i + 1, len(specs), spec, done_rows[spec.key], skipped=True))
+        else:
+            todo.append(spec)
+    results = measure_all(client, todo, timeout=timeout, python=python, per_host=per_host)
+    try:
+        for spec, result in results:
+            row = dict(result["row"])
+            row["run_id"] = run_id
+            if db is not None:
+                row["id"] = db.add(row, result["rollout"])
+            found[spec.key] = row
+            if progress:
+                progress(SweepEvent(len(found), len(specs), spec, row))
+            if cancel is not None and cancel.is_set():
+                break
+    finally:
+        results.close()
+    return [found[s.key] for s in specs if s.key in found]
+
+
+def _finished(db: Store, specs: list[Spec], executor: cf.Executor, backend: str | None) -> dict:
+    from ._jobs import default_backend, jax_version  # noqa: PLC0415
 
     stored = db.rows(status="ok")
     if stored.empty:
         return {}
     wanted = backend or submit(executor, default_backend, label="default backend").result()
-    stored = stored[(stored["jax_version"] == jax.__version__) & (stored["backend"] == wanted)]
+    version = submit(executor, jax_version, label="JAX version").result()
+    stored = stored[(stored["jax_version"] == version) & (stored["backend"] == wanted)]
     keys = {s.key for s in specs}
     found = {}
     for record in stored.to_dict("records"):

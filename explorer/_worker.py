@@ -12,17 +12,23 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import itertools
-import multiprocessing as mp
 import os
 import queue
+import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 600.0
+# A fresh worker's start (Python, JAX import, backend start-up); not part of any job's timeout.
+STARTUP_TIMEOUT_S = 300.0
 
 
 class WorkerError(RuntimeError):
@@ -64,16 +70,11 @@ def report(stage: str) -> None:
             pass
 
 
-def _worker_main(conn: Any, memory_limit_bytes: int | None) -> None:
-    global _conn
-    _conn = conn
-    if memory_limit_bytes:
-        import resource  # noqa: PLC0415 - POSIX only, worker only
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+def serve(jobs: Any, results: Any) -> None:
+    """The worker's loop (see :mod:`explorer._worker_main`): run jobs until told to stop."""
     while True:
         try:
-            job = conn.recv()
+            job = jobs.recv()
         except (EOFError, OSError):
             return
         if job is None:
@@ -85,9 +86,9 @@ def _worker_main(conn: Any, memory_limit_bytes: int | None) -> None:
         except BaseException as err:  # noqa: BLE001 - everything goes back to the parent
             message = ("error", err, traceback.format_exc())
         try:
-            conn.send(message)
+            results.send(message)
         except Exception as err:  # the result or the exception did not pickle
-            conn.send(("error", RemoteError(f"{type(err).__name__}: {err}"), ""))
+            results.send(("error", RemoteError(f"{type(err).__name__}: {err}"), ""))
 
 
 # -- in the parent -----------------------------------------------------------------------
@@ -125,15 +126,19 @@ class WorkerExecutor(cf.Executor):
       memory_limit_bytes: an address-space limit for the child (``RLIMIT_AS``), so a runaway
         compile fails as :class:`WorkerOutOfMemory` instead of exhausting the machine.
       env: extra environment variables for the child.
+      python: the interpreter the child runs under (default: this one), so another
+        environment's JAX can measure; it needs JAX and this package importable.
     """
 
     def __init__(self, timeout: float | None = DEFAULT_TIMEOUT_S, *,
-                 memory_limit_bytes: int | None = None, env: dict[str, str] | None = None):
+                 memory_limit_bytes: int | None = None, env: dict[str, str] | None = None,
+                 python: str | None = None):
         self.timeout = timeout
         self.memory_limit_bytes = memory_limit_bytes
         # A child that uses a GPU must not grab most of its memory up front.
         self.env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", **(env or {})}
-        self._ctx = mp.get_context("spawn")
+        self.python = python or sys.executable
+        self.environment: dict[str, Any] | None = None  # what the last worker reported
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._pending: list[_Job] = []
         self._lock = threading.Lock()
@@ -174,6 +179,7 @@ class WorkerExecutor(cf.Executor):
         if cancel_futures:
             for job in pending:
                 job.future.cancel()
+            self.cancel_running()  # an interrupted caller must not wait for a long compile
         self._queue.put(None)
         if wait:
             self._thread.join()
@@ -217,25 +223,38 @@ class WorkerExecutor(cf.Executor):
 
     # -- dispatcher thread -------------------------------------------------------------
     def _ensure_process(self) -> None:
-        if self._process is not None and self._process.is_alive():
+        """Start a worker (``python -m explorer._worker_main``) unless one is alive.
+
+        The worker answers ``ready`` once JAX is imported and its backend started; that start-up
+        is waited for here, under :data:`STARTUP_TIMEOUT_S`, never under a job's timeout.
+        """
+        if self._process is not None and self._process.poll() is None:
             return
         self._stop_process()
-        parent, child = self._ctx.Pipe()
-        saved = {k: os.environ.get(k) for k in self.env}
-        os.environ.update(self.env)  # spawn copies the parent's environment at start
+        job_r, job_w = os.pipe()
+        res_r, res_w = os.pipe()
+        life_r, life_w = os.pipe()
+        env = _package_env({**os.environ, **self.env})
         try:
-            process = self._ctx.Process(target=_worker_main, args=(child, self.memory_limit_bytes),
-                                        name="explorer-measure-worker", daemon=True)
-            process.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        child.close()
-        self._process, self._conn = process, parent
+            process = subprocess.Popen(
+                [self.python, "-m", "explorer._worker_main", str(job_r), str(res_w),
+                 str(life_r), str(os.getpid())],
+                pass_fds=(job_r, res_w, life_r), env=env, stdin=subprocess.DEVNULL,
+                close_fds=True)
+        except OSError:
+            for fd in (job_r, job_w, res_r, res_w, life_r, life_w):
+                os.close(fd)
+            raise
+        for fd in (job_r, res_w, life_r):
+            os.close(fd)
+        self._process = process
+        self._conn = _Pipes(Connection(job_w, readable=False), Connection(res_r, writable=False),
+                            life_w)
         self.workers_started += 1
+        # Same interpreter: the caller's import path too (tests' helper modules, say); another
+        # interpreter keeps its own, with this package in front.
+        sys_path = list(sys.path) if self.python == sys.executable else []
+        self._conn.send((sys_path, self.memory_limit_bytes))
 
     def _stop_process(self) -> None:
         process, conn = self._process, self._conn
@@ -247,16 +266,17 @@ class WorkerExecutor(cf.Executor):
                 pass
             conn.close()
         if process is not None:
-            process.join(timeout=2)
-            if process.is_alive():
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
                 process.kill()
-                process.join()
+                process.wait()
 
     def _kill_process(self) -> None:
         process = self._process
-        if process is not None and process.is_alive():
+        if process is not None and process.poll() is None:
             process.kill()
-            process.join()
+            process.wait()
         if self._conn is not None:
             self._conn.close()
         self._process = self._conn = None
@@ -287,18 +307,26 @@ class WorkerExecutor(cf.Executor):
                 job.future.set_exception(value)
             self.jobs_done += 1
 
-    def _run(self, job: _Job) -> tuple[str, Any]:
-        self._ensure_process()
-        try:
-            self._conn.send((job.fn, job.args, job.kwargs))
-        except Exception as err:  # the job did not pickle
-            return "exception", TypeError(f"cannot send job {job.label!r} to the worker: {err}")
-        start = time.monotonic()
+    def _died(self, label: str) -> tuple[str, Any]:
+        code = self._process.returncode if self._process is not None else None
+        self._kill_process()
+        if self.memory_limit_bytes and code == -signal.SIGABRT:
+            # Under RLIMIT_AS a failed allocation inside XLA aborts the process (a failed
+            # CHECK or an uncaught std::bad_alloc); it never raises MemoryError.
+            return "exception", WorkerOutOfMemory(
+                f"{label}: the worker aborted (exit code {code}) under its memory limit of "
+                f"{self.memory_limit_bytes / 2**30:.3g} GiB, most likely out of memory; "
+                "it was replaced")
+        return "exception", WorkerCrashed(
+            f"{label}: the worker process died (exit code {code}); it was replaced")
+
+    def _receive(self, job: _Job, deadline: float | None) -> tuple[str, Any]:
+        """The next message that is not a stage report, or a failure outcome."""
         while True:
             if self._cancel_current.is_set():
                 self._kill_process()
                 return "exception", WorkerCancelled(f"{job.label}: cancelled")
-            if job.timeout is not None and time.monotonic() - start > job.timeout:
+            if deadline is not None and time.monotonic() > deadline:
                 self._kill_process()
                 return "exception", MeasurementTimeout(
                     f"{job.label}: no result after {job.timeout:g} s; the worker was replaced")
@@ -316,26 +344,102 @@ class WorkerExecutor(cf.Executor):
                         with self._lock:
                             self._stage = message[1]
                         continue
-                    if message[0] == "ok":
-                        return "result", message[1]
-                    err = message[1]
-                    if isinstance(err, MemoryError):
-                        self._kill_process()  # its heap may be in any state
-                        return "exception", WorkerOutOfMemory(
-                            f"{job.label}: out of memory in the worker; the worker was replaced")
-                    return "exception", err
-            if self._process is None or not self._process.is_alive():
-                code = self._process.exitcode if self._process is not None else None
+                    return "message", message
+            if self._process.poll() is not None:
+                return self._died(job.label)
+
+    def _run(self, job: _Job) -> tuple[str, Any]:
+        try:
+            payload = ForkingPickler.dumps((job.fn, job.args, job.kwargs))
+        except Exception as err:  # the job did not pickle
+            return "exception", TypeError(f"cannot send job {job.label!r} to the worker: {err}")
+        if self._process is None or self._process.poll() is not None:
+            self._ensure_process()
+            kind, value = self._receive(job, time.monotonic() + STARTUP_TIMEOUT_S)
+            if kind == "exception":
+                if isinstance(value, MeasurementTimeout):
+                    value = WorkerCrashed(f"{job.label}: the worker did not start within "
+                                          f"{STARTUP_TIMEOUT_S:g} s")
+                elif isinstance(value, WorkerCrashed):
+                    value = WorkerCrashed(f"{job.label}: the worker failed to start "
+                                          f"({str(value).split(': ', 1)[1]})")
+                return kind, value
+            if value[0] != "ready":
                 self._kill_process()
-                if self.memory_limit_bytes and code == -signal.SIGABRT:
-                    # Under RLIMIT_AS a failed allocation inside XLA aborts the process (a
-                    # failed CHECK or an uncaught std::bad_alloc); it never raises MemoryError.
-                    return "exception", WorkerOutOfMemory(
-                        f"{job.label}: the worker aborted (exit code {code}) under its memory "
-                        f"limit of {self.memory_limit_bytes / 2**30:.3g} GiB, most likely out of "
-                        "memory; it was replaced")
-                return "exception", WorkerCrashed(
-                    f"{job.label}: the worker process died (exit code {code}); it was replaced")
+                return "exception", WorkerCrashed(f"{job.label}: the worker sent {value[0]!r} "
+                                                  "before it was ready")
+            self.environment = value[1]
+        try:
+            self._conn.send_bytes(payload)
+        except (OSError, ValueError):
+            return self._died(job.label)
+        kind, value = self._receive(
+            job, None if job.timeout is None else time.monotonic() + job.timeout)
+        if kind == "exception":
+            return kind, value
+        if value[0] == "ok":
+            return "result", value[1]
+        err = value[1]
+        if isinstance(err, MemoryError):
+            self._kill_process()  # its heap may be in any state
+            return "exception", WorkerOutOfMemory(
+                f"{job.label}: out of memory in the worker; the worker was replaced")
+        return "exception", err
+
+
+class _Pipes:
+    """The parent's ends: jobs out, results in, and the lifeline the worker watches."""
+
+    def __init__(self, jobs: Connection, results: Connection, lifeline_fd: int):
+        self.jobs, self.results, self.lifeline_fd = jobs, results, lifeline_fd
+
+    def send(self, obj: Any) -> None:
+        self.jobs.send(obj)
+
+    def send_bytes(self, data: bytes) -> None:
+        self.jobs.send_bytes(data)
+
+    def poll(self, timeout: float) -> bool:
+        return self.results.poll(timeout)
+
+    def recv(self) -> Any:
+        return self.results.recv()
+
+    def close(self) -> None:
+        for conn in (self.jobs, self.results):
+            conn.close()
+        if self.lifeline_fd is not None:
+            os.close(self.lifeline_fd)
+            self.lifeline_fd = None
+
+
+def _package_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this package importable first (a worker under another interpreter too)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)}
+
+
+def check_python(python: str) -> str:
+    """``python`` as an absolute path, after checking it can run the worker (JAX included).
+
+    Raises:
+      ValueError: one line saying why not (missing, not runnable, no JAX, package missing).
+    """
+    found = shutil.which(python)
+    if found is None:
+        raise ValueError(f"--python {python}: no such interpreter")
+    probe = "import jax, jaxlib, numpy, explorer._worker_main; print(jax.__version__)"
+    try:
+        done = subprocess.run([found, "-c", probe], env=_package_env(dict(os.environ)),
+                              capture_output=True, text=True, timeout=180,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ValueError(f"--python {python}: cannot run it ({type(err).__name__})") from None
+    if done.returncode != 0 or not done.stdout.strip():
+        lines = (done.stderr.strip().splitlines()
+                 or [f"exit status {done.returncode} and no JAX version"])
+        raise ValueError(f"--python {python}: cannot measure there: {lines[-1]}")
+    return os.path.abspath(found)
 
 
 _shared: WorkerExecutor | None = None

@@ -1,0 +1,70 @@
+"""Sweeps on a Dask cluster (a LocalCluster of two process workers on loopback)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+import explorer
+
+distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
+
+
+@pytest.fixture(scope="module")
+def client():
+    # A dead worker's semaphore lease must expire in seconds, not the default 30 s.
+    with dask.config.set({"distributed.scheduler.locks.lease-timeout": "3s"}):
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      host="127.0.0.1", dashboard_address=None,
+                                      env={"JAX_PLATFORMS": "cpu"}) as cluster:
+            with distributed.Client(cluster) as c:
+                yield c
+
+
+def _intervals_disjoint(rows) -> bool:
+    spans = sorted(zip(rows["started_at"], rows["finished_at"]))
+    return all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+
+
+def test_cluster_sweep_stores_cold_rows_as_they_finish_one_host_at_a_time(tmp_path, client):
+    store = explorer.Store(tmp_path / "c.sqlite")
+    names = {str(w["name"]) for w in client.scheduler_info()["workers"].values()}
+    frame = explorer.sweep("decay", ["dict", "array"], n_states=[2, 3], horizons=[10],
+                           targets=["loss"], store=store, scheduler=client, per_host=1)
+    assert list(frame["status"]) == ["ok"] * 4
+    assert all(bool(c) for c in frame["cold"])
+    assert set(frame["worker"]) <= names and frame["host"].notna().all()
+    stored = store.rows()
+    assert len(stored) == 4
+    # stored the moment each finished: id order is finishing order
+    assert list(stored.sort_values("finished_at")["id"]) == sorted(stored["id"])
+    assert _intervals_disjoint(stored)  # never two measurements at once on this host
+    again = explorer.sweep("decay", ["dict", "array"], n_states=[2, 3], horizons=[10],
+                           targets=["loss"], store=store, scheduler=client)
+    assert sorted(again["id"]) == sorted(stored["id"])  # resumed: nothing measured again
+
+
+def test_a_killed_dask_worker_is_survived(tmp_path, client):
+    store = explorer.Store(tmp_path / "k.sqlite")
+    out = {}
+
+    def run():
+        out["frame"] = explorer.sweep("decay", ["dict"], n_states=[2, 3, 4, 5, 6], horizons=[10],
+                                      targets=["loss"], store=store, scheduler=client)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.time() + 120
+    while time.time() < deadline and (not store.path.exists() or store.rows().empty):
+        time.sleep(0.2)
+    pids = client.run(os.getpid)
+    os.kill(next(iter(pids.values())), 9)
+    thread.join(timeout=240)
+    assert not thread.is_alive()
+    frame = out["frame"]
+    assert len(frame) == 5 and set(frame["status"]) <= {"ok", "crashed"}
+    assert len(store.rows()) == 5

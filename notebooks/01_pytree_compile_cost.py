@@ -263,9 +263,12 @@ prims.head(10)
 # %% [markdown]
 # ## 2 · How the cost grows with N
 #
-# `explorer.sweep` measures the same three programs, as the explorer builds them (problem
+# `explorer.sweep` measures the same three computations, as the explorer builds them (problem
 # `decay` is the report's dynamics `s' = 0.999 s + 0.001 p`; representations `dict`, `array` and
-# `unflatten` are its three programs) for several state counts, targets `loss` and `grad`. Each
+# `unflatten` are its three programs) for several state counts, targets `loss` and `grad`. They
+# are the explorer's own code, not the report's copied line for line, so their counts differ
+# from section 1's (at N = 100 the report's dict loss above has about two more equations per
+# name than the explorer's); what this section compares is how each grows with N. Each
 # measurement runs cold in a worker process, the representations are interleaved at every size
 # so that machine noise hits them alike, and each row is written to the results store the
 # moment it is measured (the dashboard in notebook 03 reads the same store).

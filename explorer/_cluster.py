@@ -60,7 +60,9 @@ def measure_task(spec: Spec, timeout: float | None, python: str | None,
 
     host = socket.gethostname()
     ex = _executor(python, timeout)
-    with Semaphore(max_leases=per_host, name=f"pytree-explorer-host-{host}"):
+    # Dask fixes a semaphore's lease count by name, so the count is part of the name: sweeps
+    # with the same per_host share the host's limit (sweeps with another one do not).
+    with Semaphore(max_leases=per_host, name=f"pytree-explorer-host-{host}-{per_host}"):
         future = ex.submit_with(run_spec, (spec,), timeout=timeout, label=spec.label)
         key = _task_key()
         _running[key] = (ex, future)  # first register, then look for a kill order

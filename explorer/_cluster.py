@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +20,10 @@ from ._worker import WorkerExecutor
 
 _local: dict[Any, WorkerExecutor] = {}
 _local_lock = threading.Lock()
+# Dask task key -> (executor, future) of the measurement that task is running in this process.
+_running: dict[str, tuple[WorkerExecutor, Any]] = {}
+# Tasks told to stop (kept: a cancelled task may register after the order came).
+_killed: set[str] = set()
 
 
 def _executor(python: str | None, timeout: float | None) -> WorkerExecutor:
@@ -55,16 +60,44 @@ def measure_task(spec: Spec, timeout: float | None, python: str | None,
 
     host = socket.gethostname()
     ex = _executor(python, timeout)
-    with Semaphore(max_leases=per_host, name=f"pytree-explorer-host-{host}"):
+    # Dask fixes a semaphore's lease count by name, so the count is part of the name: sweeps
+    # with the same per_host share the host's limit (sweeps with another one do not).
+    with Semaphore(max_leases=per_host, name=f"pytree-explorer-host-{host}-{per_host}"):
         future = ex.submit_with(run_spec, (spec,), timeout=timeout, label=spec.label)
+        key = _task_key()
+        _running[key] = (ex, future)  # first register, then look for a kill order
+        if key in _killed:
+            ex.cancel(future)
         try:
             result = future.result()
             row, rollout = dict(result["row"]), result["rollout"]
         except Exception as err:  # noqa: BLE001 - every failure of the job becomes a row
             row, rollout = failed_row(spec, err), None
+        finally:
+            _running.pop(key, None)
     row["worker"] = _dask_worker_name()
     row.setdefault("host", host)
     return {"row": row, "rollout": rollout}
+
+
+def _task_key() -> str:
+    from distributed import get_worker  # noqa: PLC0415
+
+    try:
+        return str(get_worker().get_current_task())
+    except ValueError:
+        return ""
+
+
+def kill_tasks(keys: list[str]) -> int:
+    """Run on every Dask worker: kill the measurements of these tasks (an interrupted sweep)."""
+    killed = 0
+    _killed.update(keys)  # first the order, then look for the running job
+    for key in keys:
+        entry = _running.get(key)
+        if entry is not None and entry[0].cancel(entry[1]):
+            killed += 1
+    return killed
 
 
 class DaskExecutor:
@@ -96,26 +129,38 @@ def connect(scheduler: Any) -> tuple[Any, bool]:
 
 
 def measure_all(client: Any, specs: list[Spec], *, timeout: float | None, python: str | None,
-                per_host: int) -> Iterator[tuple[Spec, dict[str, Any]]]:
+                per_host: int, cancel: threading.Event | None = None,
+                poll_s: float = 0.1) -> Iterator[tuple[Spec, dict[str, Any]]]:
     """Submit every spec; yield ``(spec, {"row", "rollout"})`` as each finishes.
 
     A task whose Dask worker died (Dask retries it elsewhere first) comes back as a ``crashed``
-    row naming the error; the others go on. Closing the iterator cancels what is left.
+    row naming the error; the others go on. ``cancel`` set, an interrupt, or closing the
+    iterator cancels what is left and kills the measurements already running.
     """
-    from distributed import as_completed  # noqa: PLC0415
-
     from ._run import failed_row  # noqa: PLC0415
 
     futures = {client.submit(measure_task, spec, timeout, python, per_host, pure=False): spec
                for spec in specs}
+    waiting = dict(futures)
     try:
-        for future in as_completed(futures):
-            spec = futures[future]
-            try:
-                yield spec, future.result()
-            except Exception as err:  # noqa: BLE001 - KilledWorker and the like
-                row = failed_row(spec, err)
-                row["status"] = "crashed"
-                yield spec, {"row": row, "rollout": None}
+        while waiting and not (cancel is not None and cancel.is_set()):
+            done = [f for f in waiting if f.done()]
+            if not done:
+                time.sleep(poll_s)
+                continue
+            for future in done:
+                spec = waiting.pop(future)
+                try:
+                    yield spec, future.result()
+                except Exception as err:  # noqa: BLE001 - KilledWorker and the like
+                    row = failed_row(spec, err)
+                    row["status"] = "crashed"
+                    yield spec, {"row": row, "rollout": None}
     finally:
-        client.cancel([f for f in futures if not f.done()])
+        left = [f for f in futures if not f.done()]
+        if left:
+            client.cancel(left)
+            try:  # a cancelled Dask task's thread runs on: kill its measurement too
+                client.run(kill_tasks, [str(f.key) for f in left])
+            except Exception:  # noqa: BLE001 - a worker gone meanwhile has nothing to kill
+                pass

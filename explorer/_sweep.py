@@ -175,7 +175,8 @@ def _on_cluster(client: Any, specs: list[Spec], done_rows: dict, db: Store | Non
                 progress(SweepEvent(i + 1, len(specs), spec, done_rows[spec.key], skipped=True))
         else:
             todo.append(spec)
-    results = measure_all(client, todo, timeout=timeout, python=python, per_host=per_host)
+    results = measure_all(client, todo, timeout=timeout, python=python, per_host=per_host,
+                          cancel=cancel)
     try:
         for spec, result in results:
             row = dict(result["row"])
@@ -185,8 +186,6 @@ def _on_cluster(client: Any, specs: list[Spec], done_rows: dict, db: Store | Non
             found[spec.key] = row
             if progress:
                 progress(SweepEvent(len(found), len(specs), spec, row))
-            if cancel is not None and cancel.is_set():
-                break
     finally:
         results.close()
     return [found[s.key] for s in specs if s.key in found]

@@ -68,3 +68,21 @@ def test_a_killed_dask_worker_is_survived(tmp_path, client):
     frame = out["frame"]
     assert len(frame) == 5 and set(frame["status"]) <= {"ok", "crashed"}
     assert len(store.rows()) == 5
+
+
+def test_cancel_kills_the_measurements_running_on_the_workers(tmp_path, client):
+    from explorer import _cluster
+
+    store = explorer.Store(tmp_path / "x.sqlite")
+    cancel = threading.Event()
+    timer = threading.Timer(12.0, cancel.set)  # workers warm, big compiles under way
+    timer.start()
+    began = time.monotonic()
+    explorer.sweep("decay", ["dict"], n_states=[1500, 1600], horizons=[200], targets=["grad"],
+                   store=store, scheduler=client, per_host=2, cancel=cancel)
+    assert time.monotonic() - began < 25
+    assert store.rows().empty  # neither case finished: nothing stored, nothing false
+    deadline = time.time() + 5
+    while time.time() < deadline and any(client.run(lambda: len(_cluster._running)).values()):
+        time.sleep(0.2)
+    assert not any(client.run(lambda: len(_cluster._running)).values())

@@ -130,9 +130,11 @@ def _sweep(args: argparse.Namespace) -> int:
     from ._store import Store, check_export_path, export_frame  # noqa: PLC0415
     from ._sweep import SweepEvent, sweep  # noqa: PLC0415
 
-    if args.out:
-        check_export_path(args.out)  # before measuring, not after the whole sweep
     store = False if args.no_store else Store(args.store)
+    if args.out:  # before measuring, not after the whole sweep
+        check_export_path(args.out, None if store is False else store.path)
+    if store is not False:
+        store.check_writable()  # a foreign or corrupt store: refused before measuring
     bar = None
 
     def progress(event: SweepEvent) -> None:
@@ -183,9 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from ._store import Store, check_export_path  # noqa: PLC0415
 
-        if args.command == "export":
-            check_export_path(args.out)
         store = Store(args.store)
+        if args.command == "export":
+            check_export_path(args.out, store.path)
+        if not store.path.exists():  # a read-only command creates nothing
+            raise ValueError(f"no results store at {store.path} (run a sweep first, or pass "
+                             "--store)")
         if args.command == "list":
             _print_table(store.rows(run_id=args.run, status=args.status, limit=args.last[0]))
         elif args.command == "export":
@@ -198,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fits = scaling_exponents(store.rows(run_id=args.run), metrics=args.metrics)
             print(fits.to_string(index=False) if not fits.empty else "(not enough rows to fit)")
         return 0
-    except ValueError as err:  # bad input, a bad store file: one line, status 2
+    except (ValueError, OSError) as err:  # bad input, a bad store file: one line, status 2
         print(f"pytree-explorer: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

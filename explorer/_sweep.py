@@ -99,6 +99,8 @@ def sweep(
                         repeats=repeats, backend=backend, rollouts=rollouts, memory=memory)
     timeout = v.check_timeout(timeout)
     db = None if store is False else store if isinstance(store, Store) else Store(store)
+    if db is not None:
+        db.check_writable()  # foreign, corrupt or unwritable: refused before measuring
     own_executor = executor is None
     executor = executor or WorkerExecutor(timeout=timeout)
     run_id = run_id or uuid.uuid4().hex[:12]

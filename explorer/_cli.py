@@ -40,6 +40,28 @@ def _int_list(name: str, low: int, high: int):
     return parse
 
 
+def _one_int(name: str, low: int, high: int):
+    """One integer: a list such as ``1,2`` is refused rather than cut to its first value."""
+    many = _int_list(name, low, high)
+
+    def parse(text: str) -> int:
+        values = many(text)
+        if len(values) != 1:
+            raise argparse.ArgumentTypeError(
+                f"{name} takes one value per sweep, got {text!r} (run one sweep per value)")
+        return values[0]
+    return parse
+
+
+def _status(text: str) -> str:
+    from ._store import STATUSES  # noqa: PLC0415
+
+    if text not in STATUSES:
+        raise argparse.ArgumentTypeError(
+            f"unknown status {text!r}; choose one of: {', '.join(STATUSES)}")
+    return text
+
+
 def _name_list(text: str) -> list[str]:
     return [p for p in text.replace(",", " ").split() if p]
 
@@ -63,7 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     store_help = "SQLite results file (default: $PYTREE_EXPLORER_DB or ~/.local/share/pytree-explorer/results.sqlite)"
 
-    s = sub.add_parser("sweep", help="measure a problem over state counts and store every row")
+    def add(name: str, text: str, description: str = "") -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. "
+                              f"{description}".strip())
+
+    s = add("sweep", "measure a problem over state counts and store every row",
+            "Each case is compiled cold in a worker process and stored the moment it finishes; "
+            "a second run measures only the cases not yet stored (unless --redo).")
     s.add_argument("--problem", default="decay", help="decay, oscillator or lotka_volterra")
     s.add_argument("--representations", "-r", type=_name_list, default=None,
                    help="comma-separated (default: all of dict,array,unflatten,ravel,module,struct,named)")
@@ -71,10 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
                    default=[10, 30, 100], help="comma-separated state counts (default 10,30,100)")
     s.add_argument("--horizons", type=_int_list("horizon", 1, v.MAX_HORIZON), default=[200],
                    help="comma-separated scan lengths (default 200)")
-    s.add_argument("--targets", type=_name_list, default=["loss", "grad"], help="loss, grad or both")
-    s.add_argument("--unroll", type=_int_list("unroll", 1, v.MAX_UNROLL), default=[1],
+    s.add_argument("--targets", type=_name_list, default=["loss", "grad"],
+                   help="comma-separated: loss, grad (default loss,grad)")
+    s.add_argument("--unroll", type=_one_int("unroll", 1, v.MAX_UNROLL), default=1,
                    help="scan unroll (default 1)")
-    s.add_argument("--repeats", type=_int_list("repeats", 1, v.MAX_REPEATS), default=[1],
+    s.add_argument("--repeats", type=_one_int("repeats", 1, v.MAX_REPEATS), default=1,
                    help="cold repeats per measurement; medians are stored (default 1)")
     s.add_argument("--backend", default=None, help="cpu, gpu, ... (default: JAX's default)")
     s.add_argument("--timeout", type=_timeout, default=600.0,
@@ -103,21 +132,24 @@ def build_parser() -> argparse.ArgumentParser:
     cr.add_argument("--b", default=None, help="the other group (default: the second of two)")
     cr.add_argument("--store", default=None, help=store_help)
 
-    ls = sub.add_parser("list", help="print stored rows")
+    ls = add("list", "print stored rows", "Reads the store read-only; it is never modified.")
     ls.add_argument("--store", default=None, help=store_help)
     ls.add_argument("--run", default=None, help="only this run id")
-    ls.add_argument("--status", default=None, help="only rows with this status (ok, timeout, ...)")
+    ls.add_argument("--status", type=_status, default=None,
+                    help="only rows with this status (ok, timeout, ...)")
     ls.add_argument("--last", type=_int_list("last", 1, 10**9), default=[50], help="at most this many rows (default 50)")
 
-    ex = sub.add_parser("export", help="write stored rows to a .csv or .parquet file")
+    ex = add("export", "write stored rows to a .csv or .parquet file",
+             "Reads the store read-only; the output may not be the store itself.")
     ex.add_argument("out", help="output file (.csv or .parquet)")
     ex.add_argument("--store", default=None, help=store_help)
     ex.add_argument("--run", default=None, help="only this run id")
 
-    ru = sub.add_parser("runs", help="one line per stored run")
+    ru = add("runs", "one line per stored run", "Rows, ok rows, first and last finish time.")
     ru.add_argument("--store", default=None, help=store_help)
 
-    fit = sub.add_parser("fit", help="fit metric ≈ c·N^k to stored rows")
+    fit = add("fit", "fit metric ≈ c·N^k to stored rows",
+              "One exponent k per problem, representation, target and horizon (ok rows only).")
     fit.add_argument("--store", default=None, help=store_help)
     fit.add_argument("--run", default=None, help="only this run id")
     fit.add_argument("--metrics", type=_name_list, default=["compile_s", "hlo_pre_bytes"],
@@ -143,8 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--html", default=None, metavar="PATH",
                     help="also write a standalone HTML report (opens offline)")
 
-    sub.add_parser("problems", help="list the problems")
-    sub.add_parser("representations", help="list the representations")
+    add("problems", "list the problems")
+    add("representations", "list the representations")
     return parser
 
 
@@ -166,9 +198,9 @@ def _sweep(args: argparse.Namespace) -> int:
     from ._store import Store, check_export_path, export_frame  # noqa: PLC0415
     from ._sweep import SweepEvent, sweep  # noqa: PLC0415
 
-    if args.out:
-        check_export_path(args.out)  # before measuring, not after the whole sweep
     store = False if args.no_store else Store(args.store)
+    if args.out:  # before measuring, not after the whole sweep
+        check_export_path(args.out, None if store is False else store.path)
     bar = None
 
     def progress(event: SweepEvent) -> None:
@@ -183,7 +215,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     try:
         frame = sweep(args.problem, args.representations, args.n_states, args.horizons,
-                      args.targets, unroll=args.unroll[0], repeats=args.repeats[0],
+                      args.targets, unroll=args.unroll, repeats=args.repeats,
                       backend=args.backend, rollouts=args.rollouts, memory=args.memory,
                       store=store,
                       timeout=args.timeout,
@@ -288,9 +320,12 @@ def _main(args: argparse.Namespace) -> int:
             return 0
         from ._store import Store, check_export_path  # noqa: PLC0415
 
-        if args.command == "export":
-            check_export_path(args.out)
         store = Store(args.store)
+        if args.command == "export":
+            check_export_path(args.out, store.path)
+        if not store.path.exists():  # a read-only command creates nothing
+            raise ValueError(f"no results store at {store.path} (run a sweep first, or pass "
+                             "--store)")
         if args.command == "list":
             _print_table(store.rows(run_id=args.run, status=args.status, limit=args.last[0]))
         elif args.command == "export":
@@ -302,14 +337,15 @@ def _main(args: argparse.Namespace) -> int:
             print(f"{args.by}: b = {table.attrs['b']} against a = {table.attrs['a']}")
             print(table.to_string(index=False) if not table.empty else "(no case in both groups)")
         elif args.command == "runs":
-            print(store.runs().to_string(index=False))
+            runs = store.runs()
+            print(runs.to_string(index=False) if not runs.empty else "(no runs stored)")
         elif args.command == "fit":
             from ._fits import scaling_exponents  # noqa: PLC0415
 
             fits = scaling_exponents(store.rows(run_id=args.run), metrics=args.metrics)
             print(fits.to_string(index=False) if not fits.empty else "(not enough rows to fit)")
         return 0
-    except ValueError as err:  # bad input, a bad store file: one line, status 2
+    except (ValueError, OSError) as err:  # bad input, a bad store file: one line, status 2
         print(f"pytree-explorer: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ left alone.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import sqlite3
@@ -63,6 +64,16 @@ _TEXT = {"run_id", "status", "error", "host", "problem", "representation", "targ
          "python", "worker"}
 
 
+# Written at creation (``PRAGMA application_id``, "PTEX"): a file without it is another
+# program's database, unless it holds the measurements table of an earlier explorer.
+APPLICATION_ID = 0x50544558
+SCHEMA_VERSION = 1
+# Columns every explorer store has had since its first version: how an earlier store (made
+# before the application id) is told from another program's ``measurements`` table.
+_EARLIER_COLUMNS = frozenset({"id", "run_id", "status", "problem", "representation",
+                              "n_states", "horizon", "target", "compile_s"})
+
+
 class StoreError(ValueError):
     """The store file cannot be used (not a database, locked, unwritable)."""
 
@@ -85,8 +96,8 @@ class Store:
 
     Args:
       path: the database file (default: :func:`default_path`). Created on first write, with its
-        folder. ``":memory:"`` is not supported: every call opens its own connection so the
-        store can be shared across threads.
+        folder; reading never creates, migrates or writes it. ``":memory:"`` keeps the rows in
+        this process only.
       timeout: seconds to wait for a lock held by another process before giving up.
     """
 
@@ -101,6 +112,8 @@ class Store:
 
     # -- connections -------------------------------------------------------------------
     def _fail(self, err: Exception) -> StoreError:
+        if isinstance(err, StoreError):
+            return err
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
         if "locked" in text or "busy" in text:
             why = f"is locked by another process ({text})"
@@ -110,7 +123,79 @@ class Store:
             why = f"cannot be used ({text})"
         return StoreError(f"store {self.path} {why}")
 
+    def _memory(self) -> bool:
+        return str(self.path) == ":memory:"
+
+    def _check_ours(self, con: sqlite3.Connection) -> set[str]:
+        """The measurements table's columns, after checking the file is an explorer store.
+
+        Reads only. An empty database (no tables) is ours to fill; a foreign one raises.
+        """
+        app = con.execute("PRAGMA application_id").fetchone()[0]
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        have = ({r[1] for r in con.execute("PRAGMA table_info(measurements)")}
+                if "measurements" in tables else set())
+        if app == APPLICATION_ID or (app == 0 and not tables):
+            return have
+        if app == 0 and _EARLIER_COLUMNS <= have:  # made by an earlier explorer
+            return have
+        raise StoreError(f"store {self.path} is not a pytree-explorer results file (another "
+                         "program's SQLite database); it was left untouched")
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """A read-only connection and the columns it has, or ``(None, set())`` if no file.
+
+        Opened with ``mode=ro``: reading never creates, migrates or writes the file, and needs
+        no write permission (a read-only folder falls back to ``immutable=1``).
+        """
+        if self._memory():
+            con = self._connect()
+            yield con, set(COLUMNS)
+            return
+        if not self.path.exists():
+            yield None, set()
+            return
+        uri = self.path.resolve().as_uri()
+        con = None
+        try:
+            for query in ("?mode=ro", "?mode=ro&immutable=1"):
+                con = sqlite3.connect(uri + query, uri=True, timeout=self.timeout)
+                try:
+                    con.execute("PRAGMA busy_timeout = %d" % int(self.timeout * 1000))
+                    have = self._check_ours(con)
+                    break
+                except sqlite3.OperationalError as err:
+                    con.close()
+                    con = None
+                    if "unable to open" not in str(err) or "immutable" in query:
+                        raise
+            yield con, have
+        except sqlite3.Error as err:
+            raise self._fail(err) from None
+        finally:
+            if con is not None:
+                con.close()
+
+    def _read_table(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+        """Rows of a query on the measurements table; none if there is no store yet."""
+        with self._reading() as (con, have):
+            if con is None or not have:
+                return []
+            try:
+                return con.execute(sql, tuple(params)).fetchall()
+            except sqlite3.Error as err:
+                raise self._fail(err) from None
+
     def _connect(self) -> sqlite3.Connection:
+        """A connection for writing: the file is checked (ours, intact) and its schema made."""
+        if self._memory():
+            with self._schema_lock:
+                if not hasattr(self, "_mem"):
+                    self._mem = _SharedConnection(
+                        sqlite3.connect(":memory:", check_same_thread=False))
+            self._ensure_schema(self._mem)
+            return self._mem
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             con = sqlite3.connect(self.path, timeout=self.timeout)
@@ -120,6 +205,13 @@ class Store:
         self._ensure_schema(con)
         return con
 
+    def check_writable(self) -> None:
+        """Raise :class:`StoreError` now if rows could not be stored (foreign, corrupt, ...).
+
+        Called before a sweep measures anything, so a bad store costs no measuring time.
+        """
+        self._connect().close()
+
     def _ensure_schema(self, con: sqlite3.Connection) -> None:
         if self._ready:
             return
@@ -127,7 +219,15 @@ class Store:
             if self._ready:
                 return
             try:
+                self._check_ours(con)  # before anything is written to the file
+                check = con.execute("PRAGMA quick_check").fetchall()
+                if check != [("ok",)]:
+                    raise StoreError(
+                        f"store {self.path} failed its integrity check ({check[0][0]}); "
+                        "it was left untouched")
                 con.execute("PRAGMA journal_mode=WAL")
+                con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 cols = ", ".join(
                     f"{c} INTEGER PRIMARY KEY AUTOINCREMENT" if c == "id" else f"{c} {_sql_type(c)}"
                     for c in COLUMNS)
@@ -142,20 +242,10 @@ class Store:
                 con.execute("CREATE INDEX IF NOT EXISTS by_spec ON measurements "
                             "(problem, representation, n_states, horizon, target)")
                 con.commit()
-            except sqlite3.Error as err:
+            except (sqlite3.Error, StoreError) as err:
                 con.close()
                 raise self._fail(err) from None
             self._ready = True
-
-    def _run(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
-        con = self._connect()
-        try:
-            with con:
-                return con.execute(sql, tuple(params)).fetchall()
-        except sqlite3.Error as err:
-            raise self._fail(err) from None
-        finally:
-            con.close()
 
     # -- writing -----------------------------------------------------------------------
     def add(self, row: Mapping[str, Any], rollout: tuple[list[str], np.ndarray] | None = None) -> int:
@@ -206,16 +296,33 @@ class Store:
         if status is not None:
             where.append("status = ?")
             params.append(status)
-        sql = f"SELECT {', '.join(COLUMNS)} FROM measurements WHERE {' AND '.join(where)} ORDER BY id"
-        if limit is not None:
-            sql = (f"SELECT * FROM ({sql.replace('ORDER BY id', 'ORDER BY id DESC')} LIMIT {int(limit)}) "
+        with self._reading() as (con, have):
+            if con is None or not have:
+                return to_frame([])
+            # An earlier store may lack newer columns: they read as empty, it is not migrated.
+            picked = ", ".join(c if c in have else f"NULL AS {c}" for c in COLUMNS)
+            sql = (f"SELECT {picked} FROM measurements WHERE {' AND '.join(where)} "
                    "ORDER BY id")
-        return to_frame(self._run(sql, params))
+            if limit is not None:
+                sql = (f"SELECT * FROM ({sql.replace('ORDER BY id', 'ORDER BY id DESC')} "
+                       f"LIMIT {int(limit)}) ORDER BY id")
+            try:
+                return to_frame(con.execute(sql, params).fetchall())
+            except sqlite3.Error as err:
+                raise self._fail(err) from None
 
     def rollout(self, measurement_id: int) -> tuple[list[str], np.ndarray] | None:
         """The (names, array of shape (horizon, len(names))) rollout stored with a row, if any."""
-        found = self._run("SELECT names, data FROM rollouts WHERE measurement_id = ?",
-                          (int(measurement_id),))
+        with self._reading() as (con, have):
+            if con is None or not have:
+                return None
+            try:
+                found = con.execute("SELECT names, data FROM rollouts WHERE measurement_id = ?",
+                                    (int(measurement_id),)).fetchall()
+            except sqlite3.OperationalError as err:
+                if "no such table" in str(err):
+                    return None
+                raise self._fail(err) from None
         if not found:
             return None
         names, blob = found[0]
@@ -223,38 +330,67 @@ class Store:
 
     def runs(self) -> pd.DataFrame:
         """One line per run id: how many rows, how many ok, first and last finish time."""
-        found = self._run(
+        found = self._read_table(
             "SELECT run_id, COUNT(*), SUM(status = 'ok'), MIN(finished_at), MAX(finished_at) "
             "FROM measurements GROUP BY run_id ORDER BY MIN(id)")
         return pd.DataFrame(found, columns=["run_id", "rows", "ok", "first", "last"])
 
     def __len__(self) -> int:
-        return int(self._run("SELECT COUNT(*) FROM measurements")[0][0])
+        found = self._read_table("SELECT COUNT(*) FROM measurements")
+        return int(found[0][0]) if found else 0
 
     def export(self, path: str | os.PathLike, **filters: Any) -> Path:
         """Write rows to ``.csv`` or ``.parquet`` (chosen by the suffix); return the path."""
+        check_export_path(path, self.path)
         return export_frame(self.rows(**filters), path)
 
 
-def check_export_path(path: str | os.PathLike) -> Path:
-    """``path`` if rows can be exported there (by its suffix), else a one-line ValueError.
+def check_export_path(path: str | os.PathLike, store: str | os.PathLike | None = None) -> Path:
+    """``path`` if rows can be exported there, else a one-line ValueError.
 
-    Called before anything is read or measured, so a bad name costs nothing.
+    Checked before anything is read or measured, so a bad name costs nothing: the suffix
+    (``.csv`` or ``.parquet``), an existing writable folder, not a folder itself, and never the
+    store file (``store``) under another name or through a link.
     """
-    path = Path(path)
+    path = Path(path).expanduser()
     if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise ValueError(f"cannot export to {path.name!r}: use a .csv or .parquet file name")
+    if store is not None and str(store) != ":memory:" and _same_file(path, Path(store)):
+        raise ValueError(f"cannot export to {path}: it is the results store itself")
+    if path.is_dir():
+        raise ValueError(f"cannot export to {path}: it is a folder")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"cannot export to {path}: folder {folder} does not exist")
+    if not os.access(folder if not path.exists() else path, os.W_OK):
+        raise ValueError(f"cannot export to {path}: no permission to write there")
     return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.expanduser().resolve() == b.expanduser().resolve()
+    except OSError:
+        return False
 
 
 def export_frame(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a results DataFrame to ``.csv`` or ``.parquet`` by suffix."""
     path = check_export_path(path)
+    try:
+        _write_frame(frame, path)
+    except OSError as err:
+        raise ValueError(f"cannot export to {path}: {err.strerror or err}") from None
+    return path
+
+
+def _write_frame(frame: pd.DataFrame, path: Path) -> None:
     if path.suffix.lower() == ".csv":
         frame.to_csv(path, index=False)
     else:
         frame.to_parquet(path, index=False)
-    return path
 
 
 def to_frame(records: Iterable[tuple] | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -272,6 +408,25 @@ def to_frame(records: Iterable[tuple] | Iterable[Mapping[str, Any]]) -> pd.DataF
         else:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)
     return frame
+
+
+class _SharedConnection:
+    """The one connection of a ``":memory:"`` store: closing it is a no-op."""
+
+    def __init__(self, con: sqlite3.Connection):
+        self._con = con
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self._con.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._con.__exit__(*exc)
+
+    def close(self) -> None:
+        pass
 
 
 def _plain(value: Any) -> Any:

@@ -110,6 +110,8 @@ def sweep(
                         repeats=repeats, backend=backend, rollouts=rollouts, memory=memory)
     timeout = v.check_timeout(timeout)
     db = None if store is False else store if isinstance(store, Store) else Store(store)
+    if db is not None:
+        db.check_writable()  # foreign, corrupt or unwritable: refused before measuring
     if not isinstance(per_host, int) or per_host < 1:
         raise ValueError(f"per_host must be a whole number >= 1, got {per_host!r}")
     client = own_client = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _support import CPU_ENV, ROOT, one_line
+from _support import CPU_ENV, ROOT, cli_in_process, digest, one_line
 
 import explorer
 from explorer._cli import main
@@ -190,3 +191,55 @@ def test_kill_9_mid_sweep_keeps_finished_rows_and_the_sweep_resumes(tmp_path):
     redone = explorer.Store(db).rows()
     assert len(redone) == 2 * SWEEP_CASES
     assert sorted(_keys(redone.iloc[SWEEP_CASES:])) == sorted(_keys(resumed))
+
+
+# -- output paths and read-only commands (nothing that is not ours is altered) ----------------
+@pytest.mark.parametrize("args, message", [
+    (["sweep", "--out", "{tmp}/nodir/x.csv"], "folder {tmp}/nodir does not exist"),
+    (["sweep", "--out", "{tmp}/store.sqlite.csv", "--store", "{tmp}/store.sqlite.csv"],
+     "is the results store itself"),
+    (["export", "{tmp}/nodir/x.csv"], "does not exist"),
+    (["export", "{tmp}/d.csv"], "is a folder"),
+    (["list", "--store", "{tmp}/new/dirs/x.sqlite"], "no results store at"),
+    (["runs"], "no results store at"),
+    (["fit"], "no results store at"),
+    (["sweep", "--unroll", "1,2"], "unroll takes one value"),
+    (["sweep", "--repeats", "2,3"], "repeats takes one value"),
+    (["list", "--status", "bogus"], "unknown status 'bogus'"),
+])
+def test_cli_paths_checked_first_one_line_and_nothing_created(args, message, tmp_path, capsys):
+    (tmp_path / "d.csv").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    argv = [a.format(tmp=tmp_path) for a in args]
+    started = time.monotonic()
+    code, err = cli_in_process(argv, capsys)
+    assert code == 2 and message.format(tmp=tmp_path) in one_line(err)
+    assert time.monotonic() - started < 20  # refused before measuring anything
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_cli_export_onto_the_store_keeps_the_store(tmp_path, capsys):
+    db = tmp_path / "results.csv"
+    explorer.Store(db).add({"problem": "decay", "status": "ok"})
+    before = digest(db)
+    code, err = cli_in_process(["export", str(db), "--store", str(db)], capsys)
+    assert code == 2 and "is the results store itself" in one_line(err)
+    assert digest(db) == before and len(explorer.Store(db)) == 1
+
+
+def test_cli_readable_messages_and_help(tmp_path, capsys):
+    db = tmp_path / "empty.sqlite"
+    sqlite3.connect(db).close()
+    assert main(["runs", "--store", str(db)]) == 0
+    assert capsys.readouterr().out.strip() == "(no runs stored)"
+    explorer.Store(db).add({"problem": "decay", "status": "ok", "n_states": 2})
+    code, err = cli_in_process(["fit", "--metrics", "bogus", "--store", str(db)], capsys)
+    assert code == 2 and "unknown metric 'bogus'" in one_line(err)
+    for command in ("sweep", "list", "export", "runs", "fit", "problems", "representations"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        out = capsys.readouterr().out
+        assert len(out.split("\n\n")[1].strip()) > 15, (command, out)  # a description
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert "both" not in capsys.readouterr().out

@@ -3,7 +3,9 @@ reported in one line and never modified."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 
@@ -144,3 +146,143 @@ def test_the_store_imports_no_jax():
     assert not {m for m in imported if m.startswith("jax") or "_measure" in m}, imported
     assert MEASUREMENT_COLUMNS == tuple(f.name for f in dataclasses.fields(Measurement))
     assert set(MEASUREMENT_COLUMNS) <= set(COLUMNS)
+
+
+# -- what is not ours is never altered (issue "The store and the CLI never lose or alter ...") --
+def test_a_foreign_database_is_reported_and_never_modified(tmp_path, capsys):
+    path = tmp_path / "foreign.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE measurements (id INTEGER PRIMARY KEY, sensor TEXT, value REAL)")
+    con.execute("INSERT INTO measurements VALUES (1, 't1', 20.5)")
+    con.commit()
+    con.close()
+    before = digest(path)
+    store = explorer.Store(path)
+    for call in (store.rows, store.runs, lambda: len(store),
+                 lambda: store.add({"problem": "decay", "status": "ok"})):
+        with pytest.raises(explorer.StoreError, match="not a pytree-explorer results file"):
+            call()
+    for argv in (["list"], ["runs"], ["fit"], ["export", str(tmp_path / "x.csv")]):
+        code, err = cli_in_process([*argv, "--store", str(path)], capsys)
+        assert code == 2 and "not a pytree-explorer results file" in one_line(err), argv
+    assert digest(path) == before
+    assert not Path(f"{path}-wal").exists()
+
+
+def test_reading_opens_read_only_and_never_migrates_an_earlier_store(tmp_path, capsys):
+    """A store of the earlier version (no application id, fewer columns) is read as it is;
+    only a write adds the new columns."""
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    old_cols = [c for c in COLUMNS if c not in ("memory", "cold", "cache_hits", "xla_compile_s")]
+    con.execute("CREATE TABLE measurements (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                f"{', '.join(old_cols[1:])})")
+    con.execute("INSERT INTO measurements (id, run_id, status, problem, representation, n_states,"
+                " horizon, target, compile_s) VALUES (1, 'r', 'ok', 'decay', 'dict', 3, 5, 'loss',"
+                " 0.5)")
+    con.commit()
+    con.close()
+    before = digest(path)
+    store = explorer.Store(path)
+    frame = store.rows()
+    assert frame.compile_s.tolist() == [0.5] and frame.cold.isna().all()
+    assert len(store) == 1 and store.runs().rows.tolist() == [1]
+    assert store.rollout(1) is None
+    for argv in (["list"], ["runs"], ["fit"], ["export", str(tmp_path / "x.csv")]):
+        code, _ = cli_in_process([*argv, "--store", str(path)], capsys)
+        assert code == 0, argv
+    assert digest(path) == before
+    store.add({"problem": "decay", "status": "ok", "cold": 1})  # a write migrates
+    assert store.rows().cold.tolist()[-1] == 1 and len(store) == 2
+
+
+def _make_read_only(*paths: Path) -> None:
+    """chmod a-w; as root (who may write anything) also ``chattr +i`` (or skip the test)."""
+    for p in paths:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    if os.geteuid() == 0:
+        for p in paths:
+            if subprocess.run(["chattr", "+i", str(p)], capture_output=True).returncode != 0:
+                pytest.skip("root, and chattr +i is not available to make a file read-only")
+
+
+def _make_writable(*paths: Path) -> None:
+    for p in paths:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(p)], capture_output=True)
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def test_a_read_only_store_can_be_read(tmp_path, capsys):
+    """A shared results file the user cannot write (file 444 in a 555 folder): list, runs and
+    export read it, and nothing is created beside it."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    path = folder / "class.sqlite"
+    _filled_store(path, rows=3)
+    before = digest(path)
+    try:
+        _make_read_only(path, folder)
+        for argv in (["list"], ["runs"], ["export", str(tmp_path / "x.csv")]):
+            code, err = cli_in_process([*argv, "--store", str(path)], capsys)
+            assert code == 0, (argv, err)
+        assert len(pd.read_csv(tmp_path / "x.csv")) == 3
+        assert len(explorer.Store(path).rows()) == 3
+        assert sorted(p.name for p in folder.iterdir()) == ["class.sqlite"]
+    finally:
+        _make_writable(path, folder)
+    assert digest(path) == before
+
+
+def test_a_corrupt_store_is_never_written_even_by_redo(tmp_path):
+    whole = tmp_path / "whole.sqlite"
+    _filled_store(whole, rows=40)
+    data = whole.read_bytes()
+    path = tmp_path / "bad.sqlite"
+    path.write_bytes(data[:len(data) - 4096])
+    before = digest(path)
+    store = explorer.Store(path)
+    with pytest.raises(explorer.StoreError):
+        store.check_writable()
+    with pytest.raises(explorer.StoreError):
+        explorer.sweep("decay", ["array"], [2], 3, "loss", store=store, resume=False)
+    assert digest(path) == before
+
+
+def test_export_onto_the_store_is_refused(tmp_path):
+    path = tmp_path / "results.csv"
+    _filled_store(path, rows=3)
+    link = tmp_path / "link.csv"
+    link.symlink_to(path)
+    before = digest(path)
+    for target in (path, link, tmp_path / "." / "results.csv"):
+        with pytest.raises(ValueError, match="is the results store itself"):
+            explorer.Store(path).export(target)
+    assert digest(path) == before
+
+
+@pytest.mark.parametrize("target, message", [
+    ("nodir/x.csv", "does not exist"), ("d.csv", "is a folder"),
+    ("/proc/x.csv", "cannot export to /proc/x.csv")])
+def test_export_path_errors_are_one_line(tmp_path, target, message):
+    (tmp_path / "d.csv").mkdir()
+    store = _filled_store(tmp_path / "r.sqlite", rows=1)
+    with pytest.raises(ValueError, match=message) as err:
+        store.export(tmp_path / target)
+    one_line(str(err.value))
+
+
+def test_memory_store_works():
+    store = explorer.Store(":memory:")
+    row = store.add({"problem": "decay", "status": "ok"},
+                    rollout=(["a"], np.zeros((2, 1), np.float32)))
+    assert len(store) == 1 and store.rows().problem.tolist() == ["decay"]
+    assert store.rollout(row)[0] == ["a"]
+
+
+def test_a_new_store_is_marked_as_ours(tmp_path):
+    path = tmp_path / "new.sqlite"
+    explorer.Store(path).add({"problem": "decay", "status": "ok"})
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA application_id").fetchone()[0] == 0x50544558
+    con.close()

@@ -174,7 +174,8 @@ def _leaf_specs(tree, what: str):
 
 def _structure_error(got, want, what: str) -> str:
     got_paths = [_path(p) for p, _ in jax.tree_util.tree_flatten_with_path(got)[0]]
-    want_paths = [_path(p) for p, _ in jax.tree_util.tree_flatten_with_path(want)[0]]
+    want_tree = jax.tree_util.tree_unflatten(want, [0] * want.num_leaves)
+    want_paths = [_path(p) for p, _ in jax.tree_util.tree_flatten_with_path(want_tree)[0]]
     for g, w in zip(got_paths, want_paths):
         if g != w:
             return f"pack: {what} has leaf {g} where the state has {w}"

@@ -21,6 +21,9 @@ from ._measure import measure as measure
 from ._measure import measure_case as measure_case
 from ._measure import program_texts as program_texts
 from ._named import NamedArray as NamedArray
+from ._pack import PackReport as PackReport
+from ._pack import Packed as Packed
+from ._pack import pack as pack
 from ._problems import Problem as Problem
 from ._problems import get_problem as get_problem
 from ._problems import problems as problems

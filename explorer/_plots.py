@@ -29,8 +29,9 @@ REPRESENTATION_COLORS = {
     "module": "#2ca02c",
     "struct": "#8c564b",
     "named": "#e377c2",
+    "packed": "#17becf",
 }
-_OTHER_COLORS = ("#7f7f7f", "#bcbd22", "#17becf")
+_OTHER_COLORS = ("#7f7f7f", "#bcbd22", "#000000")
 
 _SERVER_SCRIPT = re.compile(r'<script[^>]*\bsrc="static/[^"]*"[^>]*>\s*</script>\s*')
 

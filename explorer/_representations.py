@@ -1,4 +1,4 @@
-"""Seven ways to hold the same state, and the loss each one compiles to.
+"""Eight ways to hold the same state, and the loss each one compiles to.
 
 Every representation builds the same function: roll a problem's dynamics out
 with ``lax.scan`` for ``horizon`` steps from the first observed state, and sum
@@ -22,6 +22,7 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from ._named import NamedArray
+from ._pack import pack
 from ._problems import Problem, get_problem
 
 __all__ = [
@@ -339,6 +340,35 @@ def _build_named(problem, n, horizon, unroll, obs, theta):
     )
 
 
+def _build_packed(problem, n, horizon, unroll, obs, theta):
+    names, pnames = problem.state_names(n), problem.param_names(n)
+
+    def step_dict(state, params):
+        return problem.step_scalar(state, params, n)
+
+    # The dict program's own step, packed once here; its lanes are the dicts' sorted leaves.
+    packed = pack(step_dict, dict.fromkeys(names, np.float32(0)),
+                  dict.fromkeys(pnames, np.float32(0)))
+    perm_s = np.array([names.index(k) for k in sorted(names)])
+    perm_p = np.array([pnames.index(k) for k in sorted(pnames)])
+    inv_s, inv_p = np.argsort(perm_s), np.argsort(perm_p)
+
+    def predict(obs, params):
+        return _scan_states(packed, obs[0], params, horizon, unroll)
+
+    def loss_packed(obs, params):
+        return jnp.sum((obs - predict(obs, params)) ** 2)
+
+    return _Built(
+        obs=np.ascontiguousarray(np.asarray(obs)[:, perm_s]),
+        params=np.ascontiguousarray(np.asarray(theta)[perm_p]),
+        loss=loss_packed,
+        predict=predict,
+        params_to_canonical=lambda g: np.asarray(g)[inv_p],
+        states_to_canonical=lambda ys: np.asarray(ys)[:, inv_s],
+    )
+
+
 _REPRESENTATIONS: dict[str, Representation] = {
     r.name: r
     for r in (
@@ -356,6 +386,8 @@ _REPRESENTATIONS: dict[str, Representation] = {
                        "state group.", _build_struct),
         Representation("named", "A NamedArray: one array leaf, read by group and element "
                        "name through static slices.", _build_named),
+        Representation("packed", "The dict program's per-name step, vectorised by "
+                       "explorer.pack: stacked arrays at the boundary.", _build_packed),
     )
 }
 

@@ -1,0 +1,440 @@
+"""``explorer.pack``: keep a per-name step, compile it like one array.
+
+A jaxpr-level SLP (superword-level-parallelism) vectoriser. The user's step is traced once on
+example pytrees (``jax.make_jaxpr``), nested ``jit`` calls (``jnp.where``, ``jnp.clip``...) are
+inlined, and every value gets a structural signature: primitive, params, shape and dtype, and the
+signatures of its operands (a leaf read is "argument k", a constant is "a constant of this
+shape"). Output leaves with the same signature compute the same formula on different names: each
+such group becomes one pack, evaluated once on vectors (leaf reads become a static slice or a
+gather of the stacked input, per-name constants one constant vector), and the groups are put back
+in order by one static permutation. A value pack cannot vectorise (several outputs, a sub-program
+such as ``custom_jvp_call`` or ``scan``, no batching rule) is evaluated leaf by leaf and named in
+:attr:`Packed.report`: the numbers are always those of the unwrapped step.
+
+Data are packed with NumPy, outside any trace, so the compiled program takes one array per
+argument (the boundary of jax-ml/jax#4667 "Slow compilation for functions acting on PyTrees").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend import core as jex_core
+from jax._src.interpreters import batching  # which primitives have a vmap rule
+
+__all__ = ["PackReport", "Packed", "pack"]
+
+_INLINE = ("pjit", "jit", "closed_call", "core_call")
+
+
+@dataclasses.dataclass(frozen=True)
+class PackReport:
+    """What :func:`pack` made of a step.
+
+    Attributes:
+        eqns_before: Equations of the unwrapped step, nested ``jit`` calls inlined.
+        eqns_after: Equations of the packed step (traced on the stacked arrays).
+        packs: Groups of output leaves computed by one formula each.
+        permuted: Whether the groups are put back in order by a static permutation.
+        scalar: Primitives evaluated leaf by leaf (unknown to the vectoriser), sorted.
+        n_scalar: Number of such leaf-by-leaf evaluations.
+    """
+
+    eqns_before: int
+    eqns_after: int
+    packs: int
+    permuted: bool
+    scalar: tuple[str, ...]
+    n_scalar: int
+
+    def __str__(self) -> str:
+        text = (f"{self.eqns_before} equations before, {self.eqns_after} vector ops after, "
+                f"{self.packs} packs" + (", one permutation" if self.permuted else ""))
+        if self.scalar:
+            text += (f"; left scalar: {self.n_scalar} evaluations of "
+                     f"{', '.join(self.scalar)}")
+        return text
+
+
+class _Node:
+    """One value of the inlined step: a leaf read, a constant, or an equation's output."""
+
+    __slots__ = ("kind", "sig", "arg", "pos", "value", "eqn", "operands", "index")
+
+    def __init__(self, kind, sig, *, arg=None, pos=None, value=None, eqn=None, operands=(),
+                 index=0):
+        self.kind, self.sig, self.arg, self.pos, self.value = kind, sig, arg, pos, value
+        self.eqn, self.operands, self.index = eqn, operands, index
+
+
+def _params_key(params: dict) -> Any:
+    items = tuple(sorted(params.items()))
+    try:
+        hash(items)
+        return items
+    except TypeError:
+        return repr(items)
+
+
+def _packable(eqn) -> bool:
+    if len(eqn.outvars) != 1 or eqn.effects:
+        return False
+    for value in eqn.params.values():
+        if isinstance(value, (jex_core.Jaxpr, jex_core.ClosedJaxpr)):
+            return False
+        if isinstance(value, tuple) and any(
+                isinstance(v, (jex_core.Jaxpr, jex_core.ClosedJaxpr)) for v in value):
+            return False
+    return eqn.primitive in batching.fancy_primitive_batchers
+
+
+class _Graph:
+    """The step's values as nodes with interned structural signatures."""
+
+    def __init__(self):
+        self._sigs: dict[Any, int] = {}
+        self.n_eqns = 0
+        self.scalar: dict[str, int] = {}
+
+    def sig(self, key) -> int:
+        return self._sigs.setdefault(key, len(self._sigs))
+
+    def const(self, value) -> _Node:
+        value = np.asarray(value)
+        return _Node("const", self.sig(("const", value.shape, value.dtype.str)), value=value)
+
+    def inline(self, jaxpr, consts, args) -> list[_Node]:
+        env: dict = {}
+
+        def read(atom):
+            if isinstance(atom, jex_core.Literal):
+                return self.const(atom.val)
+            return env[atom]
+
+        for var, value in zip(jaxpr.constvars, consts):
+            env[var] = self.const(value)
+        for var, node in zip(jaxpr.invars, args):
+            env[var] = node
+        for eqn in jaxpr.eqns:
+            operands = tuple(read(a) for a in eqn.invars)
+            inner = eqn.params.get("jaxpr")
+            if eqn.primitive.name in _INLINE and isinstance(inner, jex_core.ClosedJaxpr):
+                outs = self.inline(inner.jaxpr, inner.consts, operands)
+            elif _packable(eqn):
+                self.n_eqns += 1
+                aval = eqn.outvars[0].aval
+                key = (eqn.primitive.name, _params_key(eqn.params), aval.shape, str(aval.dtype),
+                       tuple(o.sig for o in operands))
+                outs = [_Node("op", self.sig(key), eqn=eqn, operands=operands)]
+            else:
+                self.n_eqns += 1
+                self.scalar[eqn.primitive.name] = self.scalar.get(eqn.primitive.name, 0) + 1
+                call = _Node("opaque", self.sig(("opaque", id(eqn), len(self._sigs))),
+                             eqn=eqn, operands=operands)
+                outs = [_Node("out", self.sig(("out", call.sig, i)), operands=(call,), index=i)
+                        for i in range(len(eqn.outvars))]
+            for var, node in zip(eqn.outvars, outs):
+                env[var] = node
+        return [read(a) for a in jaxpr.outvars]
+
+
+def _path(path) -> str:
+    return jax.tree_util.keystr(path) or "<root>"
+
+
+def _leaf_specs(tree, what: str):
+    """Leaves with paths, their common shape and dtype; one-line ValueError otherwise."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    if not flat:
+        raise ValueError(f"pack: {what} has no leaves to stack")
+    arrays = []
+    for path, leaf in flat:
+        try:
+            arrays.append((path, np.asarray(leaf) if not isinstance(leaf, jax.Array) else leaf))
+        except Exception as e:  # noqa: BLE001 - any leaf NumPy cannot read
+            raise ValueError(f"pack: {what} leaf {_path(path)} is not an array: "
+                             f"{type(leaf).__name__}") from e
+    shape = np.shape(arrays[0][1])
+    dtype = jax.dtypes.canonicalize_dtype(arrays[0][1].dtype)
+    for path, leaf in arrays:
+        if np.shape(leaf) != shape or jax.dtypes.canonicalize_dtype(leaf.dtype) != dtype:
+            raise ValueError(
+                f"pack: {what} leaf {_path(path)} has shape {np.shape(leaf)} and dtype "
+                f"{leaf.dtype}, the first leaf {_path(arrays[0][0])} has {shape} and {dtype}: "
+                "leaves must share a shape and dtype to stack")
+    return treedef, [a for _, a in arrays], shape, dtype
+
+
+def _structure_error(got, want, what: str) -> str:
+    got_paths = [_path(p) for p, _ in jax.tree_util.tree_flatten_with_path(got)[0]]
+    want_tree = jax.tree_util.tree_unflatten(want, [0] * want.num_leaves)
+    want_paths = [_path(p) for p, _ in jax.tree_util.tree_flatten_with_path(want_tree)[0]]
+    for g, w in zip(got_paths, want_paths):
+        if g != w:
+            return f"pack: {what} has leaf {g} where the state has {w}"
+    if len(got_paths) > len(want_paths):
+        return f"pack: {what} has extra leaf {got_paths[len(want_paths)]}"
+    if len(got_paths) < len(want_paths):
+        return f"pack: {what} lacks leaf {want_paths[len(got_paths)]}"
+    return f"pack: {what} has structure {jax.tree_util.tree_structure(got)}, expected {want}"
+
+
+class Packed:
+    """A step packed by :func:`pack`: call it on stacked arrays.
+
+    ``p(x, theta)`` computes ``step(state, params)`` on ``x, theta = p.pack_args(state,
+    params)`` and returns the output leaves stacked like ``x``; :meth:`unpack` turns that back
+    into the step's output structure. The call is ordinary JAX (``jit``, ``grad``, ``vmap``,
+    ``lax.scan``) and its program does not grow with the number of names.
+    """
+
+    def __init__(self, step, graph, outs, treedefs, specs, out_treedef, eqns_before):
+        self._step = step
+        self._graph = graph
+        self._treedefs = treedefs
+        self._specs = specs                        # per argument: (n_leaves, shape, dtype)
+        self._out_treedef = out_treedef
+        self._eqns_before = eqns_before
+        # Group output leaves by signature, in first-appearance order.
+        groups: dict[int, list[int]] = {}
+        for i, node in enumerate(outs):
+            groups.setdefault(node.sig, []).append(i)
+        self._groups = [[outs[i] for i in idx] for idx in groups.values()]
+        order = [i for idx in groups.values() for i in idx]
+        self._perm = None if order == list(range(len(outs))) else np.argsort(order)
+        self._report = None
+
+    def pack_args(self, *args) -> tuple:
+        """One stacked NumPy array per argument, leaves in ``tree_leaves`` order on axis 0.
+
+        Raises:
+            ValueError: one line naming the leaf whose structure, shape or dtype differs
+                from the example the step was packed with.
+        """
+        if len(args) != len(self._treedefs):
+            raise ValueError(f"pack: pack_args takes {len(self._treedefs)} arguments, "
+                             f"got {len(args)}")
+        stacked = []
+        for k, (arg, treedef) in enumerate(zip(args, self._treedefs)):
+            if jax.tree_util.tree_structure(arg) != treedef:
+                raise ValueError(_structure_error(arg, treedef, f"argument {k}"))
+            _, leaves, shape, dtype = _leaf_specs(arg, f"argument {k}")
+            n, want_shape, want_dtype = self._specs[k]
+            if shape != want_shape:
+                raise ValueError(f"pack: argument {k} leaves have shape {shape}, the step was "
+                                 f"packed for {want_shape}")
+            stacked.append(np.stack([np.asarray(leaf, want_dtype) for leaf in leaves]))
+        return tuple(stacked)
+
+    def unpack(self, stacked) -> Any:
+        """The step's output structure from stacked output leaves (axis 0)."""
+        if not isinstance(stacked, jax.core.Tracer):
+            stacked = np.asarray(stacked)
+        n = self._out_treedef.num_leaves
+        if stacked.shape[:1] != (n,):
+            raise ValueError(f"pack: unpack expects {n} stacked leaves on axis 0, "
+                             f"got shape {tuple(stacked.shape)}")
+        return jax.tree_util.tree_unflatten(self._out_treedef, [stacked[i] for i in range(n)])
+
+    def __call__(self, *args):
+        if len(args) != len(self._specs):
+            raise ValueError(f"pack: the packed step takes {len(self._specs)} stacked arrays, "
+                             f"got {len(args)}")
+        arrays = []
+        for k, (a, (n, shape, dtype)) in enumerate(zip(args, self._specs)):
+            a = jnp.asarray(a)
+            if a.shape != (n, *shape):
+                raise ValueError(f"pack: argument {k} has shape {a.shape}, expected "
+                                 f"{(n, *shape)} (use pack_args)")
+            arrays.append(a)
+        emit = _Emitter(arrays)
+        parts = []
+        for lanes in self._groups:
+            value, batched = emit(tuple(lanes))
+            if not batched:
+                value = jnp.broadcast_to(value, (len(lanes), *jnp.shape(value)))
+            parts.append(value)
+        out = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
+        if self._perm is not None:
+            out = jnp.take(out, self._perm, axis=0, unique_indices=True,
+                           indices_are_sorted=False)
+        return out
+
+    @property
+    def report(self) -> PackReport:
+        """Equations before / vector ops after / packs / what was left scalar."""
+        if self._report is None:
+            structs = [jax.ShapeDtypeStruct((n, *shape), dtype)
+                       for n, shape, dtype in self._specs]
+            after = _count_eqns(jax.make_jaxpr(self)(*structs).jaxpr)
+            self._report = PackReport(
+                eqns_before=self._eqns_before, eqns_after=after, packs=len(self._groups),
+                permuted=self._perm is not None, scalar=tuple(sorted(self._graph.scalar)),
+                n_scalar=sum(self._graph.scalar.values()))
+        return self._report
+
+    def __repr__(self) -> str:
+        name = getattr(self._step, "__name__", type(self._step).__name__)
+        return f"Packed({name}: {self.report})"
+
+
+def _count_eqns(jaxpr) -> int:
+    total = 0
+    for eqn in jaxpr.eqns:
+        total += 1
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, tuple) else (value,):
+                if isinstance(sub, jex_core.ClosedJaxpr):
+                    total += _count_eqns(sub.jaxpr)
+                elif isinstance(sub, jex_core.Jaxpr):
+                    total += _count_eqns(sub)
+    return total
+
+
+def _contiguous(idx: np.ndarray) -> bool:
+    return bool(np.all(np.diff(idx) == 1))
+
+
+class _Emitter:
+    """Emits one vector value per tuple of isomorphic nodes (one node per lane), memoised."""
+
+    def __init__(self, arrays):
+        self.arrays = arrays
+        self.memo: dict[tuple[int, ...], tuple[Any, bool]] = {}
+        self.opaque: dict[int, list] = {}
+
+    def __call__(self, lanes: tuple[_Node, ...]):
+        key = tuple(id(n) for n in lanes)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self._emit(lanes)
+        return hit
+
+    def _emit(self, lanes):
+        first = lanes[0]
+        if all(n is first for n in lanes[1:]):
+            return self._single(first), False
+        if first.kind == "in":
+            idx = np.fromiter((n.pos for n in lanes), np.int64, len(lanes))
+            x = self.arrays[first.arg]
+            if _contiguous(idx):
+                return lax.slice_in_dim(x, int(idx[0]), int(idx[-1]) + 1, axis=0), True
+            return jnp.take(x, idx, axis=0, indices_are_sorted=bool(np.all(np.diff(idx) > 0))), \
+                True
+        if first.kind == "const":
+            if all(np.array_equal(n.value, first.value) for n in lanes[1:]):
+                return jnp.asarray(first.value), False
+            return jnp.asarray(np.stack([n.value for n in lanes])), True
+        if first.kind == "op":
+            ops = [self(tuple(n.operands[j] for n in lanes)) for j in range(len(first.operands))]
+            values = [v for v, _ in ops]
+            axes = [0 if b else None for _, b in ops]
+            if not any(b for _, b in ops):
+                return first.eqn.primitive.bind(*values, **first.eqn.params), False
+            bind = functools.partial(_bind, first.eqn)
+            return jax.vmap(bind, in_axes=axes)(*values), True
+        # Leaf by leaf: opaque outputs never share a signature, so only one lane is here.
+        raise AssertionError("unreachable: an opaque value in a pack of several lanes")
+
+    def _single(self, node):
+        """The value of one node on its own (unbatched)."""
+        hit = self.memo.get((id(node),))
+        if hit is not None:
+            value, batched = hit
+            return value[0] if batched else value
+        if node.kind == "in":
+            value = self.arrays[node.arg][node.pos]
+        elif node.kind == "const":
+            value = jnp.asarray(node.value)
+        elif node.kind == "op":
+            value = node.eqn.primitive.bind(*(self._single(o) for o in node.operands),
+                                            **node.eqn.params)
+        else:  # "out" of an opaque equation, evaluated once for all its outputs
+            call = node.operands[0]
+            outs = self.opaque.get(id(call))
+            if outs is None:
+                outs = self.opaque[id(call)] = _eval_eqn(
+                    call.eqn, [self._single(o) for o in call.operands])
+            value = outs[node.index]
+        self.memo[(id(node),)] = (value, False)
+        return value
+
+
+def _bind(eqn, *values):
+    return eqn.primitive.bind(*values, **eqn.params)
+
+
+def _eval_eqn(eqn, values):
+    """Evaluate one (opaque) equation through ``jax.core.eval_jaxpr``, which knows how to bind
+    sub-programs."""
+    invars = [jex_core.Var(v.aval) if isinstance(v, jex_core.Literal) else v
+              for v in eqn.invars]
+    new_eqn = eqn.replace(invars=invars)
+    seen, unique_vars, unique_vals = set(), [], []
+    for var, val in zip(invars, values):
+        if var not in seen:
+            seen.add(var)
+            unique_vars.append(var)
+            unique_vals.append(val)
+    jaxpr = jex_core.Jaxpr([], unique_vars, list(eqn.outvars), [new_eqn], eqn.effects)
+    return jax.core.eval_jaxpr(jaxpr, [], *unique_vals)
+
+
+def pack(step: Callable, *example_args) -> Packed:
+    """Vectorise a per-name ``step(state, params)`` so its program does not grow with names.
+
+    Args:
+        step: A function of pytrees (dicts of scalars, say) returning a pytree shaped like
+            its first argument. Any Python loop over names is fine: it runs once, here.
+        *example_args: Example pytrees (``state, params``). Within each argument all leaves
+            must share one shape and dtype; scalars stack to a vector, ``(d,)`` leaves to an
+            ``(n, d)`` matrix. Their values are not kept, only their structure.
+
+    Returns:
+        A :class:`Packed` step: ``x, theta = p.pack_args(state, params)``; ``p(x, theta)``;
+        ``p.unpack(...)``; ``p.report``.
+
+    Raises:
+        ValueError: one line, naming the leaf path where there is one, if an argument's leaves
+            cannot stack, the step cannot be traced, or it returns another structure, shape
+            or dtype than its first argument.
+    """
+    if not callable(step):
+        raise ValueError(f"pack: step must be callable, got {type(step).__name__}")
+    if not example_args:
+        raise ValueError("pack: give example arguments, e.g. pack(step, state, params)")
+    treedefs, specs = [], []
+    for k, arg in enumerate(example_args):
+        treedef, leaves, shape, dtype = _leaf_specs(arg, f"argument {k}")
+        treedefs.append(treedef)
+        specs.append((len(leaves), shape, dtype))
+    structs = [jax.tree_util.tree_unflatten(t, [jax.ShapeDtypeStruct(s, d)] * n)
+               for t, (n, s, d) in zip(treedefs, specs)]
+    try:
+        closed, out_shape = jax.make_jaxpr(step, return_shape=True)(*structs)
+    except Exception as e:  # noqa: BLE001 - any failure to trace is the user's to see
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ValueError(f"pack: step could not be traced on the example arguments: "
+                         f"{type(e).__name__}: {first}") from e
+    out_treedef = jax.tree_util.tree_structure(out_shape)
+    if out_treedef != treedefs[0]:
+        raise ValueError(_structure_error(out_shape, treedefs[0], "step's output"))
+    n, shape, dtype = specs[0]
+    for path, leaf in jax.tree_util.tree_flatten_with_path(out_shape)[0]:
+        if leaf.shape != shape or leaf.dtype != dtype:
+            raise ValueError(f"pack: step's output leaf {_path(path)} has shape {leaf.shape} "
+                             f"and dtype {leaf.dtype}, the state's leaves {shape} and {dtype}")
+    graph = _Graph()
+    inputs = []
+    for k, (n_k, s, d) in enumerate(specs):
+        inputs += [_Node("in", graph.sig(("in", k, s, str(d))), arg=k, pos=i)
+                   for i in range(n_k)]
+    outs = graph.inline(closed.jaxpr, closed.consts, inputs)
+    return Packed(step, graph, outs, treedefs, specs, out_treedef, graph.n_eqns)

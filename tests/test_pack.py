@@ -1,0 +1,155 @@
+"""explorer.pack: same numbers as the unwrapped step on every path, a size-free program, and
+one-line errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import explorer
+from explorer import pack
+
+
+def _check(step, state, params, *, rtol=1e-6):
+    p = pack(step, state, params)
+    x, theta = p.pack_args(state, params)
+    got = p.unpack(p(x, theta))
+    want = step(state, params)
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=1e-6)
+    return p
+
+
+def _chain(n):
+    """Neighbour coupling: s[i-1] and s[i+1], different formulas at the two ends."""
+    def step(s, p):
+        out = []
+        for i in range(n):
+            left = s[i - 1] if i > 0 else 0.0
+            right = s[i + 1] if i + 1 < n else 0.0
+            out.append(s[i] + p[i] * (left - 2.0 * s[i] + right))
+        return out
+    rng = np.random.default_rng(0)
+    return step, list(rng.normal(size=n).astype(np.float32)), list(
+        rng.uniform(0.1, 0.3, n).astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["decay", "oscillator", "lotka_volterra"])
+def test_problems_match_their_per_name_step(name):
+    prob = explorer.get_problem(name)
+    n = 12
+    s = dict(zip(prob.state_names(n), prob.initial_state(n)))
+    p = dict(zip(prob.param_names(n), prob.initial_params(n)))
+    packed = _check(lambda s, p: prob.step_scalar(s, p, n), s, p)
+    assert packed.report.eqns_after < packed.report.eqns_before
+    assert packed.report.scalar == ()
+
+
+def test_contiguous_slice_and_constant_vector():
+    # Per-name constants (i + 1) become one constant vector; reads are slices.
+    def step(s, p):
+        return {k: s[k] * (i + 1.0) + p[k] for i, k in enumerate(sorted(s))}
+    s = {f"a{i}": np.float32(i) for i in range(5)}
+    p = {f"a{i}": np.float32(2 * i) for i in range(5)}
+    packed = _check(step, s, p)
+    assert packed.report.packs == 1
+    text = str(jax.make_jaxpr(packed)(*packed.pack_args(s, p)))
+    assert "slice" in text and "gather" not in text
+
+
+def test_neighbour_coupling_is_a_gather_and_ends_are_permuted_back():
+    step, s, p = _chain(7)
+    packed = _check(step, s, p)
+    assert packed.report.packs == 3     # first, middle, last
+    # A state whose keys sort out of lane order needs gathers and a permutation.
+    def step2(s, p):
+        return {"a": s["a"] * p["a"], "b": s["b"] + p["b"], "c": s["c"] * p["c"]}
+    s2 = {k: np.float32(v) for k, v in zip("abc", (1.0, 2.0, 3.0))}
+    packed2 = _check(step2, s2, {k: np.float32(v) for k, v in zip("abc", (4.0, 5.0, 6.0))})
+    assert packed2.report.packs == 2 and packed2.report.permuted
+    assert "gather" in str(jax.make_jaxpr(packed2)(*packed2.pack_args(s2, s2)))
+
+
+def test_mixed_formulas_are_split_and_recombined():
+    def step(s, p):
+        return [jnp.sin(s[i]) * p[i] if i % 3 == 0 else s[i] - p[i] ** 2 for i in range(9)]
+    s = list(np.linspace(-1, 1, 9, dtype=np.float32))
+    packed = _check(step, s, list(np.linspace(0.5, 2, 9, dtype=np.float32)))
+    assert packed.report.packs == 2 and packed.report.permuted
+
+
+def test_unknown_primitive_falls_back_leaf_by_leaf_and_is_named():
+    def step(s, p):
+        return {"a": jax.nn.relu(s["a"]) + jnp.where(s["b"] > 0, s["b"], p["a"]),
+                "b": jnp.clip(s["b"], -1.0, 1.0) * p["b"]}
+    s = {"a": np.float32(-1.0), "b": np.float32(2.0)}
+    packed = _check(step, s, {"a": np.float32(3.0), "b": np.float32(4.0)})
+    assert "custom_jvp_call" in packed.report.scalar
+    assert packed.report.n_scalar >= 1
+
+
+def test_non_scalar_leaves_stack_on_a_new_axis():
+    def step(s, p):
+        return {k: s[k] @ p[k] + jnp.sum(s[k]) for k in s}
+    rng = np.random.default_rng(1)
+    s = {k: rng.normal(size=3).astype(np.float32) for k in "xyz"}
+    p = {k: rng.normal(size=(3, 3)).astype(np.float32) for k in "xyz"}
+    with pytest.raises(ValueError, match=r"argument 1.*shape"):
+        pack(step, s, {**p, "z": np.zeros(3, np.float32)})
+    packed = _check(step, s, p, rtol=1e-5)
+    assert packed.pack_args(s, p)[0].shape == (3, 3)
+
+
+def test_jit_grad_through_scan_and_vmap():
+    step, s, p = _chain(6)
+    packed = pack(step, s, p)
+    x, theta = packed.pack_args(s, p)
+
+    def loss(theta, f, x0):
+        def body(c, _):
+            c = f(c, theta)
+            return c, c
+        return jnp.sum(lax.scan(body, x0, None, length=20)[1] ** 2)
+
+    ref = lambda th, x0: step(list(x0), list(th))  # noqa: E731
+    ref_step = lambda c, th: jnp.stack(step(list(c), list(th)))  # noqa: E731
+    np.testing.assert_allclose(jax.jit(loss, static_argnums=1)(theta, packed, x),
+                               loss(theta, ref_step, x), rtol=1e-5)
+    np.testing.assert_allclose(jax.grad(loss)(theta, packed, x),
+                               jax.grad(loss)(theta, ref_step, x), rtol=1e-4, atol=1e-6)
+    xs = np.stack([x, 2 * x])
+    np.testing.assert_allclose(jax.vmap(packed, (0, None))(xs, theta),
+                               jax.vmap(ref_step, (0, None))(xs, theta), rtol=1e-6)
+    del ref
+
+
+def test_equation_count_does_not_depend_on_n():
+    counts = []
+    for n in (10, 1000):
+        step, s, p = _chain(n)
+        packed = pack(step, s, p)
+        counts.append(packed.report.eqns_after)
+        assert packed.report.eqns_before >= 4 * n
+    assert counts[0] == counts[1]
+
+
+def test_bad_input_gives_one_line_errors():
+    s, p = {"a": np.float32(1.0), "b": np.float32(2.0)}, {"k": np.float32(3.0)}
+    cases = [
+        (lambda s, p: {"a": s["a"] + p["k"]}, r"lacks leaf \['b'\]"),
+        (lambda s, p: {"a": s["a"], "c": s["b"]}, r"leaf \['c'\]"),
+        (lambda s, p: {k: float(v) for k, v in s.items()}, r"could not be traced"),
+        (lambda s, p: {k: jnp.stack([v, v]) for k, v in s.items()}, r"leaf \['a'\] has shape"),
+    ]
+    for step, pattern in cases:
+        with pytest.raises(ValueError, match=pattern) as info:
+            pack(step, s, p)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match=r"argument 0 leaf \['b'\]") as info:
+        pack(lambda s, p: s, {"a": np.float32(1.0), "b": np.zeros(2, np.float32)}, p)
+    assert "\n" not in str(info.value)
+    packed = pack(lambda s, p: {k: v * p["k"] for k, v in s.items()}, s, p)
+    with pytest.raises(ValueError, match=r"argument 0 lacks leaf \['b'\]"):
+        packed.pack_args({"a": np.float32(1.0)}, p)

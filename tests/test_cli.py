@@ -62,7 +62,7 @@ def test_cli_sweep_list_export_fit(tmp_path):
     (["sweep", "--horizons", "0"], "horizon must be an integer between 1 and 100000, got 0"),
     (["sweep", "--horizons", "many"], "'many'"),
     (["sweep", "--problem", "pendulum"], "unknown problem 'pendulum'; choose one of: decay, oscillator, lotka_volterra"),
-    (["sweep", "-r", "dict,tuple"], "unknown representation 'tuple'; choose one of: dict, array, unflatten, ravel, module, struct, named"),
+    (["sweep", "-r", "dict,tuple"], "unknown representation 'tuple'; choose one of: dict, array, unflatten, ravel, module, struct, named, packed"),
     (["sweep", "--targets", "hessian"], "unknown target 'hessian'; choose one of: loss, grad"),
     (["sweep", "--timeout", "soon"], "'soon'"),
     (["sweep", "--repeats", "0"], "between 1 and 100"),
@@ -98,7 +98,7 @@ def test_cli_lists_problems_and_representations(capsys):
     assert main(["representations"]) == 0
     out = capsys.readouterr().out
     assert [line.split()[0] for line in out.splitlines()] == [
-        "dict", "array", "unflatten", "ravel", "module", "struct", "named"]
+        "dict", "array", "unflatten", "ravel", "module", "struct", "named", "packed"]
 
 
 def test_cli_rollouts_are_stored(tmp_path):

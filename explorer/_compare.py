@@ -93,6 +93,13 @@ def compare(
     Example (the second seed): an ``eqx.Module`` step updated with ``eqx.tree_at`` against the
     same step on a tuple gives ``same_jaxpr=True`` and ``same_hlo=True``.
     """
+    for name, args in (("args_a", args_a), ("args_b", args_b)):
+        if not isinstance(args, (tuple, list)):
+            raise ValueError(f"{name} must be a tuple of the function's arguments (for one "
+                             f"argument x: (x,)), got {type(args).__name__}")
+    if (not isinstance(labels, (tuple, list)) or len(labels) != 2
+            or not all(isinstance(s, str) for s in labels)):
+        raise ValueError(f"labels must be two strings, one per program, got {labels!r}")
     traced_a = jax.jit(fn_a).trace(*args_a)
     traced_b = jax.jit(fn_b).trace(*args_b)
     jaxpr_a = normalise_jaxpr(str(traced_a.jaxpr))

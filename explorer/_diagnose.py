@@ -27,7 +27,8 @@ from . import _findings
 from . import _validate as v
 from ._blame import LineKey, blame_frame, line_of, scopes
 from ._findings import Finding, LineShape, Limits, Program
-from ._measure import Measurement, _device, _fun_name, count_eqns, measure_traced
+from ._measure import (Measurement, _device, _fun_name, count_eqns, measure_traced,
+                       static_positions)
 
 from ._fits import fit_power_law, format_exponent
 
@@ -191,12 +192,7 @@ def diagnose(
 
 # -- one function, one size ------------------------------------------------------------------
 def _static(static_argnums: Any, n_args: int) -> tuple[int, ...]:
-    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-    for i in static:
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_args:
-            raise ValueError(f"static_argnums must name positions 0..{n_args - 1} of the "
-                             f"{n_args} arguments, got {static_argnums!r}")
-    return static
+    return static_positions(static_argnums, n_args)  # negative count from the end, as in jit
 
 
 def _first_line(err: BaseException) -> str:

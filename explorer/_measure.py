@@ -172,11 +172,29 @@ def _optimised_text(compiled: Any) -> str | None:
 
 
 def _device(backend: str | None) -> jax.Device:
+    if backend is not None and not isinstance(backend, str):
+        raise ValueError(f"backend must be a name such as 'cpu' or 'gpu', got {backend!r}")
     try:
         devices = jax.devices(backend) if backend else jax.devices()
     except RuntimeError as err:
         raise ValueError(f"backend {backend!r} is not available here ({err})") from None
     return devices[0]
+
+
+def static_positions(static_argnums: Any, n_args: int) -> tuple[int, ...]:
+    """``static_argnums`` as non-negative positions; negative ones count from the end, as in
+    ``jax.jit``. A position outside the arguments is a one-line ``ValueError``."""
+    try:
+        given = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    except TypeError:
+        given = (static_argnums,)
+    out = []
+    for i in given:
+        if isinstance(i, bool) or not isinstance(i, int) or not -n_args <= i < n_args:
+            raise ValueError(f"static_argnums must name positions of the {n_args} arguments "
+                             f"(-{n_args}..{n_args - 1}), got {static_argnums!r}")
+        out.append(i % n_args)
+    return tuple(sorted(set(out)))
 
 
 _warmed: set[str] = set()
@@ -245,7 +263,7 @@ def measure_traced(fn: Callable, *args: Any, static_argnums: int | Sequence[int]
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
-    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    static = static_positions(static_argnums, len(args))
     device = _device(backend)
     with jax.default_device(device):
         return _measure_on(device, fn, args, static, repeats, runs, name, on_stage, memory)

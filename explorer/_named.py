@@ -40,6 +40,10 @@ class _Index:
         return start + i if i < stop - start else None
 
 
+# 2**32 float32 elements = 16 GiB: larger than any single accelerator's memory budget we meet.
+MAX_ELEMENTS = 2**32
+
+
 @functools.lru_cache(maxsize=None)
 def _index(layout: Layout) -> _Index:
     return _Index(layout)
@@ -61,6 +65,10 @@ def _normalize_layout(layout: Mapping[str, int] | Iterable[tuple[str, int]]) -> 
     groups = [g for g, _ in layout]
     if len(set(groups)) != len(groups):
         raise ValueError(f"group names must be unique, got {groups}")
+    total = sum(size for _, size in layout)
+    if total > MAX_ELEMENTS:  # checked before the per-name index is built
+        raise ValueError(f"a NamedArray of {total:,} names is more than {MAX_ELEMENTS:,} "
+                         f"(16 GiB of float32) and fits no device")
     index = _index(layout)
     for group in groups:
         if index.element(group) is not None:
@@ -163,7 +171,12 @@ class NamedArray:
     def zeros(cls, layout, shape: tuple[int, ...] = (), dtype=jnp.float32) -> NamedArray:
         """A zero-filled ``NamedArray`` with leading axes ``shape``."""
         layout = _normalize_layout(layout)
-        return cls(jnp.zeros((*shape, _index(layout).size), dtype), layout)
+        full = (*shape, sum(size for _, size in layout))  # before any per-name index
+        elements = int(np.prod(full, dtype=object))
+        if elements > MAX_ELEMENTS:
+            raise ValueError(f"NamedArray.zeros of shape {full} has {elements:,} elements; more "
+                             f"than {MAX_ELEMENTS:,} (16 GiB of float32) fits no device")
+        return cls(jnp.zeros(full, dtype), layout)
 
     # -- pytree protocol -----------------------------------------------------
     def tree_flatten(self):
@@ -214,6 +227,14 @@ class NamedArray:
         if any(k is Ellipsis for k in key):
             raise IndexError("NamedArray positional indexing covers the leading axes only; "
                              "drop the Ellipsis and select groups by name")
+        # JAX clamps an out-of-range integer index (x[5] of two rows is the last row): a
+        # silent wrong row. Refuse it for concrete integers, as NumPy does.
+        for axis, k in enumerate(k for k in key if k is not None):
+            if (isinstance(k, (int, np.integer)) and not isinstance(k, bool)
+                    and axis < self.data.ndim - 1):
+                size = self.data.shape[axis]
+                if not -size <= k < size:
+                    raise IndexError(f"index {k} is out of range for axis {axis} of size {size}")
         consumed = sum(k is not None for k in key)
         if consumed > self.data.ndim - 1:
             raise IndexError(f"NamedArray of shape {tuple(self.data.shape)} has "

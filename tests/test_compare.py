@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
 from jax import lax
 
 import explorer
@@ -55,3 +56,12 @@ def test_named_is_the_same_program_as_array_and_dict_is_not():
     assert same.same_hlo
     other = explorer.compare(dict_.function("grad"), dict_.args, array.function("grad"), array.args)
     assert not other.same_hlo and other.eqns_a > other.eqns_b
+
+
+def test_compare_bad_arguments_are_one_line():
+    f = lambda x: x + 1  # noqa: E731
+    x = jnp.ones(3)
+    with pytest.raises(ValueError, match="args_a must be a tuple"):
+        explorer.compare(f, x, f, (x,))  # an array is not unpacked into its rows
+    with pytest.raises(ValueError, match="labels must be two strings"):
+        explorer.compare(f, (x,), f, (x,), labels=("x",))

@@ -70,12 +70,21 @@ def test_measure_static_argnums_and_bad_options():
     def scaled(k, x):
         return jnp.sum(x * k)
 
+    def scaled_last(x, k):
+        return jnp.sum(x * k)
+
     m = explorer.measure(scaled, 3, jnp.ones(4), static_argnums=0)
     assert m.n_leaves == 1
     with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
         explorer.measure(scaled, 3, jnp.ones(4), static_argnums=0, repeats=0)
     with pytest.raises(ValueError, match="backend 'nope' is not available"):
         explorer.measure(_user_fn, jnp.ones((2, 2)), jnp.ones((2, 2)), backend="nope")
+    # negative positions count from the end, as in jax.jit; out of range is one line
+    assert explorer.measure(scaled_last, jnp.ones(4), 3, static_argnums=-1, runs=1).n_leaves == 1
+    with pytest.raises(ValueError, match="static_argnums must name positions"):
+        explorer.measure(scaled, 3, jnp.ones(4), static_argnums=-3)
+    with pytest.raises(ValueError, match="backend must be a name"):
+        explorer.measure(scaled, 3, jnp.ones(4), static_argnums=0, backend=123)
 
 
 def test_measure_case_labels_and_grad_is_bigger_than_loss():

@@ -113,3 +113,14 @@ def test_named_array_under_jit_grad_and_scan():
     # Lookups are static slices: the traced program has no gather ops.
     jaxpr = str(jax.make_jaxpr(lambda s: s["position_2"] + s["velocity"].sum())(x))
     assert "gather" not in jaxpr and "dynamic_slice" not in jaxpr
+
+
+def test_named_array_refuses_impossible_sizes_and_out_of_range_rows():
+    with pytest.raises(ValueError, match="fits no device"):
+        NamedArray.zeros({"a": 10**12})
+    x = NamedArray.zeros({"a": 2}, shape=(2,))
+    assert x[1].data.shape == (2,) and x[-2].data.shape == (2,)
+    with pytest.raises(IndexError, match="out of range for axis 0 of size 2"):
+        x[5]  # JAX would clamp to the last row
+    with pytest.raises(IndexError, match="out of range"):
+        x[-3]

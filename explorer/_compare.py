@@ -1,4 +1,5 @@
-"""Are two programs the same to XLA? (The second seed's question, answered by one call.)"""
+"""Are two programs the same to XLA? One call answers the question of the equinox discussion
+"Computational performance of eqx.tree_at" (https://github.com/patrick-kidger/equinox/issues/572)."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def compare(
 ) -> Comparison:
     """Say whether ``fn_a(*args_a)`` and ``fn_b(*args_b)`` are the same program to XLA.
 
-    Example (the second seed): an ``eqx.Module`` step updated with ``eqx.tree_at`` against the
+    Example (that discussion's programs): an ``eqx.Module`` step updated with ``eqx.tree_at`` against the
     same step on a tuple gives ``same_jaxpr=True`` and ``same_hlo=True``.
     """
     for name, args in (("args_a", args_a), ("args_b", args_b)):

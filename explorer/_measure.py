@@ -243,7 +243,7 @@ def measure(
       name: label stored on the result (default: the function's name).
       on_stage: called with ``"trace"``, ``"lower"``, ``"compile"``, ``"run"`` as each starts.
       memory: also ask XLA for its memory analysis. Off by default: on the CPU backend it runs
-        a heap simulation of the whole program (about 15 ms for the first seed's dict program
+        a heap simulation of the whole program (about 15 ms for jax-ml/jax#4667's dict program
         at N=100, a third of everything ``measure`` adds to the stages it times).
 
     Returns:

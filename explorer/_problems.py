@@ -161,7 +161,8 @@ def _observed(problem: Problem, n: int, horizon: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class Decay(Problem):
-    """Independent leaky integrators ``s' = 0.999 s + 0.001 p`` (the first seed)."""
+    """Independent leaky integrators ``s' = 0.999 s + 0.001 p`` (jax-ml/jax#4667, "Slow
+    compilation for functions acting on PyTrees")."""
 
     def step_scalar(self, s, p, n):
         return {f"state_{i}": 0.999 * s[f"state_{i}"] + 1e-3 * p[f"p_{i}"] for i in range(n)}

@@ -130,7 +130,7 @@ def _scan_states(step, init, params, horizon, unroll):
 
 
 def _sum_squares(obs, ys):
-    """Per-leaf sums of squared errors, reduced over the tree (the seed's first program)."""
+    """Per-leaf sums of squared errors, reduced over the tree (jax-ml/jax#4667's first program)."""
     errors = jax.tree_util.tree_map(lambda o, y: jnp.sum((o - y) ** 2), obs, ys)
     return jax.tree_util.tree_reduce(operator.add, errors)
 
@@ -203,7 +203,7 @@ def _build_unflatten(problem, n, horizon, unroll, obs, theta):
     names, pnames = problem.state_names(n), problem.param_names(n)
 
     def step(x, theta):
-        # The seed's third program: names only inside the innermost function.
+        # jax-ml/jax#4667's third program: names only inside the innermost function.
         state = {name: x[i] for i, name in enumerate(names)}
         params = {name: theta[i] for i, name in enumerate(pnames)}
         new = problem.step_scalar(state, params, n)

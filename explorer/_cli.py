@@ -267,9 +267,7 @@ def _call_factory(factory, ref: str) -> tuple:
     try:
         made = factory()
     except Exception as err:  # the user's factory failed: one line, not their traceback
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise ValueError(f"--args {ref} raised {type(err).__name__}"
-                         f"{': ' + first if first else ''}") from None
+        raise ValueError(f"--args {ref} raised {v.describe_error(err)}") from None
     return made if isinstance(made, tuple) else (made,)
 
 

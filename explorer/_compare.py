@@ -1,5 +1,6 @@
-"""Are two programs the same to XLA? One call answers the question of the equinox discussion
-"Computational performance of eqx.tree_at" (https://github.com/patrick-kidger/equinox/issues/572)."""
+"""Are two programs the same to XLA? One call answers the question of the equinox
+discussion "Computational performance of eqx.tree_at"
+(https://github.com/patrick-kidger/equinox/issues/572)."""
 
 from __future__ import annotations
 

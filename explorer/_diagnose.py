@@ -195,11 +195,6 @@ def _static(static_argnums: Any, n_args: int) -> tuple[int, ...]:
     return static_positions(static_argnums, n_args)  # negative count from the end, as in jit
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
-
-
 def _leaf_paths(args: tuple, static: tuple[int, ...]) -> tuple[str, ...]:
     paths = []
     for i, arg in enumerate(args):
@@ -233,7 +228,7 @@ def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: b
             trace_s, lower_s = t1 - t0, t2 - t1
             eqns = count_eqns(traced.jaxpr)
     except Exception as err:  # the user's code failed to trace, lower or compile
-        raise ValueError(f"diagnosing {name} failed: {_first_line(err)}") from err
+        raise ValueError(f"diagnosing {name} failed: {v.describe_error(err)}") from err
     paths = _leaf_paths(args, static)
     program = read_program(traced.jaxpr, limits)
     findings = _findings.find(program, limits, n_leaves=len(paths), leaf_paths=paths,
@@ -341,7 +336,7 @@ def _call_factory(make_args: Callable, n: int) -> tuple:
     try:
         produced = make_args(n)
     except Exception as err:
-        raise ValueError(f"make_args {label}({n}) raised {_first_line(err)}") from err
+        raise ValueError(f"make_args {label}({n}) raised {v.describe_error(err)}") from err
     if not isinstance(produced, tuple):
         raise ValueError(f"make_args {label}({n}) must return the tuple of arguments, "
                          f"got {type(produced).__name__}")

@@ -29,6 +29,8 @@ from jax import lax
 from jax.extend import core as jex_core
 from jax._src.interpreters import batching  # which primitives have a vmap rule
 
+from ._validate import describe_error
+
 __all__ = ["PackReport", "Packed", "pack"]
 
 _INLINE = ("pjit", "jit", "closed_call", "core_call")
@@ -420,9 +422,8 @@ def pack(step: Callable, *example_args) -> Packed:
     try:
         closed, out_shape = jax.make_jaxpr(step, return_shape=True)(*structs)
     except Exception as e:  # noqa: BLE001 - any failure to trace is the user's to see
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ValueError(f"pack: step could not be traced on the example arguments: "
-                         f"{type(e).__name__}: {first}") from e
+                         f"{describe_error(e)}") from e
     out_treedef = jax.tree_util.tree_structure(out_shape)
     if out_treedef != treedefs[0]:
         raise ValueError(_structure_error(out_shape, treedefs[0], "step's output"))

@@ -118,7 +118,7 @@ def _tick_label(value: float) -> str:
     return f"{value:g}"
 
 
-def _padded_ticks(values: pd.Series) -> list[tuple[float, str]]:
+def _ticks_for(values: pd.Series) -> list[tuple[float, str]]:
     values = pd.to_numeric(values, errors="coerce").to_numpy(float)
     values = values[np.isfinite(values) & (values > 0)]
     if not len(values):
@@ -259,8 +259,8 @@ class _Figure:
             "Scatter": dict(color="color", alpha="alpha", size=7, tools=["hover"],
                             hover_tooltips=self.tooltips, show_legend=False),
             "Overlay": _opts(title=title, logx=True, logy=True, **_legend(entries),
-                             xticks=_padded_ticks(points["n_states"]) or None,
-                             yticks=_padded_ticks(points[self.y.name]) or None),
+                             xticks=_ticks_for(points["n_states"]) or None,
+                             yticks=_ticks_for(points[self.y.name]) or None),
         }
         if self.curves:
             colors, dashes = zip(*self.styles)

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._validate import describe_error
+
 
 def load(ref: str, what: str = "object") -> Any:
     """Import ``MODULE:ATTR`` and return the attribute.
@@ -54,6 +56,4 @@ def _import(name: str, what: str) -> Any:
     except ModuleNotFoundError as err:
         raise ValueError(f"{what}: cannot import {name!r}: {err}") from None
     except Exception as err:  # the user's module raised while importing: say what and where
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise ValueError(f"{what}: importing {name!r} failed: "
-                         f"{type(err).__name__}{': ' + first if first else ''}") from None
+        raise ValueError(f"{what}: importing {name!r} failed: {describe_error(err)}") from None

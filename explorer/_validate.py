@@ -80,3 +80,10 @@ def check_timeout(value: Any) -> float | None:
         raise ValueError(f"timeout must be a number of seconds above 0 and at most "
                          f"{MAX_TIMEOUT_S:g}, or None for no limit; got {value!r}")
     return float(value)
+
+
+def describe_error(err: BaseException) -> str:
+    """``"TypeName: first line of its message"`` (or the type alone): how a failure in the
+    user's own code is named in a one-line error."""
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__

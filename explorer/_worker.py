@@ -254,7 +254,10 @@ class WorkerExecutor(cf.Executor):
         # Same interpreter: the caller's import path too (tests' helper modules, say); another
         # interpreter keeps its own, with this package in front.
         sys_path = list(sys.path) if self.python == sys.executable else []
-        self._conn.send((sys_path, self.memory_limit_bytes))
+        try:
+            self._conn.send((sys_path, self.memory_limit_bytes))
+        except OSError:  # it died at once (a broken pipe): the wait for "ready" reports how
+            pass
 
     def _stop_process(self) -> None:
         process, conn = self._process, self._conn

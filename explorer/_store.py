@@ -451,17 +451,15 @@ class Store:
                     continue
                 if con.execute("SELECT 1 FROM merged_pending WHERE key = ?", (key,)).fetchone():
                     continue
-                rollout = _decode_rollout(record.get("rollout"))
-                if kind == "row":
-                    values = {c: v for c, v in record["row"].items() if c in COLUMNS and c != "id"}
-                    row_id = _insert_row(con, values, rollout)
-                    merge.rows += 1
-                else:  # the rollout of a row already stored; a second one is not added
-                    row_id = int(record["measurement_id"])
-                    con.execute("INSERT OR IGNORE INTO rollouts SELECT ?, ?, ? WHERE EXISTS "
-                                "(SELECT 1 FROM measurements WHERE id = ?)",
-                                (row_id, "\n".join(rollout[0]), _to_npy(rollout[1]), row_id))
-                con.execute("INSERT INTO merged_pending VALUES (?, ?)", (key, row_id))
+                con.execute("SAVEPOINT record")  # a record that cannot be added is set aside whole
+                try:
+                    merge.rows += _merge_record(con, key, kind, record)
+                    con.execute("RELEASE record")
+                except (ValueError, KeyError, TypeError, IndexError, AttributeError,
+                        sqlite3.InterfaceError, sqlite3.IntegrityError, sqlite3.ProgrammingError):
+                    con.execute("ROLLBACK TO record")
+                    con.execute("RELEASE record")
+                    merge.bad.append(line)
         except BaseException:
             merge.close()
             raise
@@ -688,10 +686,14 @@ class _Merge:
 
     def finish(self) -> None:
         """After the commit: remove the side file (lines that could not be read are kept)."""
-        if self.bad:
-            keep = Path(f"{self.path}.unreadable")
-            _append_bytes(keep, b"\n".join(self.bad) + b"\n")
-        os.unlink(self.path)
+        try:
+            if self.bad:
+                _append_bytes(Path(f"{self.path}.unreadable"), b"\n".join(self.bad) + b"\n")
+            os.unlink(self.path)
+        except OSError as err:  # stored all the same; merged again later, each row once
+            warnings.warn(f"the rows of {self.path} are stored, but the file could not be "
+                          f"removed ({err.strerror or err})", StoreWarning, stacklevel=5)
+            return
         if self.rows:
             warnings.warn(f"{self.rows} row(s) kept in {self.path} while the store could not be "
                           "written are now stored in it", StoreWarning, stacklevel=5)
@@ -755,6 +757,23 @@ def _insert_row(con: sqlite3.Connection, values: Mapping[str, Any],
     if rollout is not None:
         _insert_rollout(con, row_id, rollout)
     return row_id
+
+
+def _merge_record(con: sqlite3.Connection, key: str, kind: str, record: Mapping[str, Any]) -> int:
+    """Add one side-file record (a row, or the rollout of a stored row); 1 for a new row."""
+    rollout = _decode_rollout(record.get("rollout"))
+    if kind == "row":
+        values = {c: v for c, v in record["row"].items() if c in COLUMNS and c != "id"}
+        row_id, added = _insert_row(con, values, rollout), 1
+    elif kind == "rollout":  # of a row already stored; a second rollout is not added
+        row_id, added = int(record["measurement_id"]), 0
+        con.execute("INSERT OR IGNORE INTO rollouts SELECT ?, ?, ? WHERE EXISTS "
+                    "(SELECT 1 FROM measurements WHERE id = ?)",
+                    (row_id, "\n".join(rollout[0]), _to_npy(rollout[1]), row_id))
+    else:
+        raise ValueError(f"unknown record kind {kind!r}")
+    con.execute("INSERT INTO merged_pending VALUES (?, ?)", (key, row_id))
+    return added
 
 
 def _encode_rollout(rollout: tuple[list[str], np.ndarray] | None) -> list | None:

@@ -190,7 +190,7 @@ def test_kill_9_during_a_merge_loses_nothing(tmp_path):
     assert not pending.exists()
 
 
-def test_a_torn_line_is_kept_aside_not_merged_or_dropped(tmp_path):
+def test_a_torn_or_odd_line_is_kept_aside_not_merged_or_dropped(tmp_path):
     path = tmp_path / "r.sqlite"
     _store(path, rows=1)
     pending = Path(f"{path}.pending.jsonl")
@@ -198,11 +198,17 @@ def test_a_torn_line_is_kept_aside_not_merged_or_dropped(tmp_path):
     with open(pending, "ab") as f:
         f.write(b'{"key": "b", "kind": "ro')  # a crash in the middle of an append
     _append_line(pending, {"key": "c", "kind": "row", "row": _row(6), "rollout": None})
+    odd = {"key": "d", "kind": "row", "row": {**_row(7), "problem": {"not": "storable"}},
+           "rollout": None}
+    _append_line(pending, odd)
+    _append_line(pending, {"key": "e", "kind": "row", "row": _row(8), "rollout": None})
     with pytest.warns(StoreWarning) as said:
         explorer.Store(path).check_writable()
-    assert any("1 unreadable line(s)" in str(w.message) for w in said)
-    assert explorer.Store(path).rows().n_states.tolist() == [1, 5, 6]
-    assert Path(f"{pending}.unreadable").read_bytes() == b'{"key": "b", "kind": "ro\n'
+    assert any("2 unreadable line(s)" in str(w.message) for w in said)
+    assert explorer.Store(path).rows().n_states.tolist() == [1, 5, 6, 8]
+    assert Path(f"{pending}.unreadable").read_text().splitlines() == [
+        '{"key": "b", "kind": "ro', json.dumps(odd)]
+    assert not pending.exists()
 
 
 def test_read_only_commands_mention_kept_rows_and_write_nothing(tmp_path, capsys):

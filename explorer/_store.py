@@ -402,7 +402,9 @@ class Store:
             self._said_waiting = self._deferring = False
 
     def _write_wait(self) -> float:
-        return 0.0 if self._deferring else self.timeout
+        # Once a row went to the side file, the next ones do not wait again (only a moment,
+        # as for another sweep's commit) until a write succeeds.
+        return min(_QUICK_S, self.timeout) if self._deferring else self.timeout
 
     def _keep_aside(self, record: dict[str, Any], err: _Unwritable, what: str) -> None:
         """Append ``record`` to the side file, then raise :class:`RowPending`."""

@@ -96,8 +96,19 @@ def run_one(spec: Spec, executor: cf.Executor, *, timeout: float | None | str = 
         row = failed_row(spec, err)
     row["run_id"] = run_id
     if store is not None:
-        row["id"] = store.add(row, rollout)
+        row["id"] = store_row(store, row, rollout)
     return row, future
+
+
+def store_row(store: Any, row: dict[str, Any], rollout: Any) -> int | None:
+    """Store a finished row; its id, or ``None`` when the store stayed locked (or refused the
+    write) and the row was kept in the store's side file, to be added by its next write."""
+    from ._store import RowPending  # noqa: PLC0415
+
+    try:
+        return store.add(row, rollout)
+    except RowPending:  # kept, not lost; the store has warned (StoreWarning)
+        return None
 
 
 _backend_jobs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -385,7 +385,8 @@ def _main(args: argparse.Namespace) -> int:
         print(f"pytree-explorer: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("pytree-explorer: interrupted; finished rows are in the store", file=sys.stderr)
+        print("pytree-explorer: interrupted; finished rows are in the store (or, if it was "
+              "locked, in its .pending.jsonl side file until the next write)", file=sys.stderr)
         return 130
 
 

@@ -321,3 +321,23 @@ def test_parameters_given_by_name_go_to_their_part(tmp_path, executor):
         m.close()
     with pytest.raises(ValueError, match="unknown parameter.*n_state"):
         ExplorerModel(store=tmp_path / "r.sqlite", executor=executor, n_state=7)
+
+
+def test_rows_that_arrive_while_the_page_is_busy_are_added_in_one_update(tmp_path, executor):
+    m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor)
+    try:
+        queue: list = []
+        m.session.dispatch = queue.append  # the page's event loop, run by hand
+        updates: list[int] = []
+        m.results.param.watch(lambda e: updates.append(len(e.new)), "frame")
+        shown = len(m.results.frame)
+        row = {"problem": "decay", "representation": "array", "n_states": 3, "horizon": 5,
+               "target": "loss", "unroll": 1, "status": "ok", "compile_s": 0.1}
+        m.results.add_row(dict(row))
+        m.results.add_row(dict(row, representation="dict"))
+        assert updates == [] and len(m.store.rows()) == 2  # stored at once, shown on the page
+        while queue:
+            queue.pop(0)()
+        assert updates == [shown + 2]  # both rows, one redraw
+    finally:
+        m.close()

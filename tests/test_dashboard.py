@@ -13,14 +13,14 @@ def test_the_view_builds_without_a_server(tmp_path, executor):
     try:
         assert isinstance(view, explorer.Dashboard)
         assert isinstance(view.model, explorer.ExplorerModel)
-        assert view.model.n_states == 10
+        assert view.model.controls.n_states == 10
         layout = view.__panel__()
         assert isinstance(layout, pn.Row)  # a template only when served
         layout.get_root()
         # The Programs tab is built the first time it is opened.
-        assert not view._programs_tab.objects
-        view._tabs.active = 1
-        assert view._programs_tab.objects
+        assert not view.programs.built
+        view.tabs.active = 1
+        assert view.programs.built
     finally:
         view.model.close()
 

@@ -263,9 +263,9 @@ def test_the_dashboard_keeps_a_row_finished_under_a_held_lock(tmp_path, holder, 
         lock = holder(path)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", StoreWarning)
-            model._store_row({**_row(4), "run_id": "page"}, None)
-        assert "kept in" in model.alert and model.alert_kind == "warning"
-        assert 4 in model.results.n_states.tolist()  # shown in the page
+            model.results.add_row({**_row(4), "run_id": "page"})
+        assert "kept in" in model.session.alert and model.session.alert_kind == "warning"
+        assert 4 in model.results.frame.n_states.tolist()  # shown in the page
         lock.release()
     finally:
         model.close()

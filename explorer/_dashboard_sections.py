@@ -18,7 +18,7 @@ from ._blame import BLAME_COLUMNS
 from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
 
 __all__ = ["ControlsSection", "MessagesSection", "PlotsSection", "ProgramsSection",
-           "ResultsSection", "program_html"]
+           "ResultsSection", "program_html", "side_by_side_html"]
 
 # Wide enough for each header (its name, the sort arrow) and for typical values.
 _COLUMN_WIDTHS = {name: max(width, 11 * len(name) + 44) for name, width in {
@@ -51,6 +51,26 @@ def program_html(text: str, diff: bool = False) -> str:
     else:
         body = html.escape(text)
     return f'<pre class="program-text">{body}</pre>'
+
+
+def side_by_side_html(comparison: dict) -> str:
+    """The jaxpr lines found in only one of two programs, in two columns (escaped HTML)."""
+    pairs = comparison.get("distinct") or ()
+    if not comparison:
+        return ""
+    if not pairs:
+        return '<p class="side-by-side">No jaxpr line differs.</p>'
+    left, right = (html.escape(label) for label in comparison.get("labels", ("a", "b")))
+    cell = ('<td style="vertical-align:top;white-space:pre;font-family:monospace;'
+            'font-size:12px;padding:0 8px;background:{}">{}</td>')
+    rows = "".join(
+        "<tr>" + cell.format("#ffebe9" if a else "transparent", html.escape(a))
+        + cell.format("#e6ffec" if b else "transparent", html.escape(b)) + "</tr>"
+        for a, b in pairs)
+    return ('<table class="side-by-side" style="border-collapse:collapse;width:100%">'
+            f'<thead><tr><th style="text-align:left">only in {left}</th>'
+            f'<th style="text-align:left">only in {right}</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>")
 
 
 _PRE_STYLE = {"overflow": "auto", "font-size": "12px", "border": "1px solid #ddd",
@@ -338,6 +358,9 @@ class ProgramsSection(_Section):
                                 diff=True)
         hlo_diff = _text_view(pn.bind(lambda c: c.get("hlo_diff", ""), p.param.comparison),
                               diff=True)
+        side_by_side = pn.pane.HTML(pn.bind(side_by_side_html, p.param.comparison),
+                                    sizing_mode="stretch_width", height=420, styles=_PRE_STYLE,
+                                    disable_math=True)
         compare_row = pn.Row(
             w.Select.from_param(p.param.compare_a, label="Compare", width=150),
             w.Select.from_param(p.param.compare_b, label="with", width=150),
@@ -351,8 +374,8 @@ class ProgramsSection(_Section):
             _md("### Are two representations the same program to XLA?",
                 margin=(20, 10, 0, 10)),
             compare_row, verdict,
-            pn.Tabs(("jaxpr diff", jaxpr_diff), ("StableHLO diff", hlo_diff), dynamic=True,
-                    sizing_mode="stretch_width"),
+            pn.Tabs(("Side by side", side_by_side), ("jaxpr diff", jaxpr_diff),
+                    ("StableHLO diff", hlo_diff), dynamic=True, sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
 
     @staticmethod
@@ -370,4 +393,9 @@ class ProgramsSection(_Section):
         same = comparison.get("same_hlo")
         head = ("**Verdict: the same program to XLA**" if same else
                 "**Verdict: different programs**")
-        return f"{head}: {comparison['title']}\n\n`{comparison['verdict']}`"
+        text = f"{head}: {comparison['title']}\n\n`{comparison['verdict']}`"
+        summary = comparison.get("op_summary")
+        if summary:  # the operation counts first: what a room reads before any diff line
+            lines = "\n".join(f"- `{line}`" for line in summary.splitlines())
+            text += f"\n\n**Operations that differ** (jaxpr equations by primitive):\n\n{lines}"
+        return text

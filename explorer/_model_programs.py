@@ -58,7 +58,11 @@ class ProgramInspector(param.Parameterized):
         except (ValueError, TypeError, KeyError) as err:
             self.session.show(f"Cannot inspect this row: {err}", "danger")
             return False
-        self.session.clear_alert()
+        note = _before_inspecting(row_id, row)
+        if note:
+            self.session.show(note, "warning")
+        else:
+            self.session.clear_alert()
         self.jobs.busy = True
         self.jobs.start(self._inspect_job, spec)
         return True
@@ -116,6 +120,9 @@ class ProgramInspector(param.Parameterized):
             "same_hlo": fields.get("same_hlo"),
             "jaxpr_diff": _cut(fields.get("jaxpr_diff")) or "(no difference)",
             "hlo_diff": _cut(fields.get("hlo_diff")) or "(no difference)",
+            "labels": tuple(fields.get("labels") or ("a", "b")),
+            "op_summary": getattr(result, "op_summary", ""),
+            "distinct": tuple(fields.get("distinct") or ()),
         }
 
         def publish() -> None:
@@ -123,6 +130,32 @@ class ProgramInspector(param.Parameterized):
             self.jobs.finish_job(f"Compared {label}: {str(result).split(':')[0]}.")
 
         self.session.post(publish)
+
+
+# Above this many jaxpr equations (or, unmeasured, this many states) printing the programs takes
+# minutes on a laptop: said before it starts.
+LARGE_EQNS, LARGE_N = 50_000, 1000
+
+
+def _before_inspecting(row_id: int | None, row: dict) -> str:
+    """What the user should know before a row's programs are fetched: what the row is, and how
+    big its program is (measured) or may be; empty for an ordinary small row."""
+    notes = []
+    status = row.get("status")
+    if status not in (None, "ok"):
+        notes.append(f"Row {row_id} is {status}: it has no measurement, so its programs are "
+                     "traced, lowered and compiled now.")
+    eqns = pd.to_numeric(row.get("jaxpr_eqns"), errors="coerce")
+    if pd.notna(eqns) and eqns > 0:
+        if eqns > LARGE_EQNS:
+            notes.append(f"Its program is large ({int(eqns):,} jaxpr equations): building and "
+                         "printing it may take minutes.")
+    elif int(row.get("n_states") or 0) >= LARGE_N:
+        notes.append(f"Its size is unknown (not measured) and N = {int(row['n_states']):,}: "
+                     "a per-name program this size may take minutes.")
+    if notes:
+        notes.append("The status line shows the stage; Cancel stops it.")
+    return " ".join(notes)
 
 
 def _cut(text: str | None) -> str | None:

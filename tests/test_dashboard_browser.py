@@ -32,6 +32,8 @@ def _open(page, url):
     page.goto(url)
     expect(page.locator(".bk-Figure")).to_have_count(4, timeout=LOAD_S)
     expect(page.get_by_text("Status:")).to_be_visible(timeout=LOAD_S)
+    # The results table is sent once the page has drawn (after the plots).
+    expect(page.locator(".tabulator")).to_be_visible(timeout=LOAD_S)
 
 
 def _set_number(page, label: str, value: int) -> None:

@@ -205,6 +205,13 @@ def test_inspect_and_compare_programs(model):
     assert model.compare() and model.wait(WAIT_S)
     assert programs.comparison["verdict"]
     assert "jaxpr_diff" in programs.comparison and model.session.alert == ""
+    assert programs.comparison["same_hlo"]  # module and struct: the same program to XLA
+    assert programs.comparison["op_summary"] == "" and programs.comparison["distinct"] == ()
+    programs.param.update(compare_a="dict", compare_b="array")
+    assert model.compare() and model.wait(WAIT_S)
+    dict_line, array_line = programs.comparison["op_summary"].splitlines()
+    assert dict_line.startswith("dict: ") and array_line.startswith("array: ")
+    assert programs.comparison["distinct"] and programs.comparison["labels"] == ("dict", "array")
 
 
 def test_backends_come_from_the_worker(model):
@@ -341,3 +348,16 @@ def test_rows_that_arrive_while_the_page_is_busy_are_added_in_one_update(tmp_pat
         assert updates == [shown + 2]  # both rows, one redraw
     finally:
         m.close()
+
+
+def test_before_inspecting_a_row_the_page_says_what_it_is_and_how_big():
+    from explorer._model_programs import LARGE_EQNS, _before_inspecting
+
+    small = {"status": "ok", "jaxpr_eqns": 120, "n_states": 10}
+    assert _before_inspecting(1, small) == ""
+    cancelled = _before_inspecting(7, {"status": "cancelled", "jaxpr_eqns": None,
+                                       "n_states": 3000})
+    assert "Row 7 is cancelled" in cancelled and "unknown" in cancelled
+    assert "Cancel stops it" in cancelled
+    huge = _before_inspecting(2, {"status": "ok", "jaxpr_eqns": LARGE_EQNS + 1, "n_states": 5})
+    assert f"{LARGE_EQNS + 1:,} jaxpr equations" in huge and "Row" not in huge

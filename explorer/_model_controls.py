@@ -55,7 +55,23 @@ class CaseControls(param.Parameterized):
     timeout_s = param.Number(default=300.0, softbounds=(1.0, MAX_TIMEOUT_S), allow_None=True,
                              label="Timeout per case (s)")
 
+    input_error = param.String(default="", precedence=-1, doc="""
+        What is wrong with N, the horizon, the unroll or the timeout as typed, in one line
+        (shown next to the controls), or empty.""")
+
     session = param.ClassSelector(class_=Session, precedence=-1)
+
+    @param.depends("n_states", "horizon", "unroll", "timeout_s", watch=True, on_init=True)
+    def _check_inputs(self) -> None:
+        try:
+            v.check_ints("n_states", [self.n_states], 1, MAX_N_STATES)
+            v.check_horizon(self.horizon)
+            v.check_unroll(self.unroll)
+            _check_timeout(self.timeout_s)
+        except (ValueError, TypeError) as err:
+            self.input_error = str(err).splitlines()[0]
+        else:
+            self.input_error = ""
 
     def specs(self, sizes: Sequence[int]) -> list[Spec]:
         """Checked specs for the current controls at each of ``sizes``; a one-line
@@ -67,9 +83,7 @@ class CaseControls(param.Parameterized):
         if self.target not in TARGET_CHOICES:
             raise ValueError(f"unknown target {self.target!r}; choose loss, grad or both")
         targets = ("loss", "grad") if self.target == "both" else (self.target,)
-        if self.timeout_s is None or not 0 < self.timeout_s <= MAX_TIMEOUT_S:
-            raise ValueError(f"timeout must be between 0 and {MAX_TIMEOUT_S:g} s, "
-                             f"got {self.timeout_s!r}")
+        _check_timeout(self.timeout_s)
         if self.backend not in self.param.backend.objects:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of: "
                              f"{', '.join(self.param.backend.objects)}")
@@ -110,3 +124,8 @@ class CaseControls(param.Parameterized):
         accelerators = [b for b in found if b != "cpu"]
         self.param.update(backend=accelerators[0] if accelerators else found[0],
                           backends_known=True)
+
+
+def _check_timeout(value: float | None) -> None:
+    if value is None or not 0 < value <= MAX_TIMEOUT_S:
+        raise ValueError(f"timeout must be between 0 and {MAX_TIMEOUT_S:g} s, got {value!r}")

@@ -205,7 +205,10 @@ class JobQueue(param.Parameterized):
         try:
             specs = self.controls.specs(sizes)
         except (ValueError, TypeError) as err:
-            self.session.show(f"Bad input: {str(err).splitlines()[0]}", "danger")
+            message = str(err).splitlines()[0]
+            self.session.show(f"Bad input: {message}", "danger")
+            self.controls.input_error = message  # next to the fields, where the eye is
+            self.session.status = f"{kind} not started: {message}"
             return False
         self.session.clear_alert()
         self.param.update(running=True, busy=True)

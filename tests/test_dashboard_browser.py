@@ -174,6 +174,9 @@ def test_bad_input_shows_an_alert_and_the_page_stays_alive(page, served_app):
     alert = page.locator(".alert", has_text="Bad input")
     expect(alert).to_be_visible(timeout=10_000)
     expect(alert).to_contain_text("n_states")
+    # Said where the eye is too: under the Run button, and in the status line.
+    expect(page.locator(".input-error")).to_contain_text("n_states")
+    expect(page.get_by_text(re.compile(r"Run not started: "))).to_be_visible()
     _shot(page, "bad-input.png")
     page.get_by_role("button", name="Dismiss").click()
     expect(alert).to_be_hidden()

@@ -361,3 +361,19 @@ def test_before_inspecting_a_row_the_page_says_what_it_is_and_how_big():
     assert "Cancel stops it" in cancelled
     huge = _before_inspecting(2, {"status": "ok", "jaxpr_eqns": LARGE_EQNS + 1, "n_states": 5})
     assert f"{LARGE_EQNS + 1:,} jaxpr equations" in huge and "Row" not in huge
+
+
+def test_bad_input_is_said_next_to_the_fields_and_in_the_status(model):
+    controls = model.controls
+    assert controls.input_error == ""
+    controls.horizon = 0
+    assert "horizon" in controls.input_error
+    controls.horizon = 5
+    assert controls.input_error == ""
+    controls.n_states = 20000
+    assert "n_states" in controls.input_error
+    assert not model.run()
+    assert "n_states" in controls.input_error and model.session.status.startswith(
+        "Run not started: ")
+    controls.n_states = 3
+    assert controls.input_error == ""

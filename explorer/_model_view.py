@@ -52,7 +52,7 @@ class PlotView(param.Parameterized):
         self._rollout_n: int | None = None
         self._rollout_signature: tuple | None = None
         self.controls.param.watch(self.refresh_rollouts, ["problem", "horizon", "unroll",
-                                                           "n_states"])
+                                                           "n_states", "representations"])
         self.controls.param.watch(self._view_changed, ["problem", "horizon", "unroll"])
         self.controls.param.watch(self._follow_target, "target")
         self.results.param.watch(self._view_changed, "frame")
@@ -161,8 +161,9 @@ class PlotView(param.Parameterized):
             title = "Rollout trajectories"
         else:
             title = f"Rollouts at N={q['n']} ({q['problem']}, H={q['horizon']})"
-        message = (f"No rollouts for {q['problem']}, H={q['horizon']} yet: "
-                   f"Run with N ≤ {ROLLOUT_MAX_N}.")
+        message = (f"No trajectories for {q['problem']}, H={q['horizon']} and the ticked "
+                   f"representations: rows measured without them (sweeps, N > {ROLLOUT_MAX_N}) "
+                   f"have none. Press Run with N ≤ {ROLLOUT_MAX_N} to capture them.")
         data = tuple(sorted((rep, array_key(names, array))
                             for rep, (names, array) in q["data"].items()))
         states = tuple(q["states"] or ())
@@ -184,7 +185,10 @@ class PlotView(param.Parameterized):
                              unroll=c.unroll)
         data: dict[str, tuple[list[str], np.ndarray]] = {}
         chosen = None
+        ticked = list(c.representations or ())
         if not rows.empty:
+            # Only the ticked representations, as in every other plot of the page.
+            rows = rows[rows["representation"].isin(ticked)]
             rows = rows[rows["n_states"] <= ROLLOUT_MAX_N].sort_values("finished_at")
             recent = list(dict.fromkeys(rows["n_states"].astype(int).tolist()[::-1]))
             for n in dict.fromkeys([c.n_states, *recent]):
@@ -206,7 +210,8 @@ class PlotView(param.Parameterized):
             current = [names[i] for i in sorted({0, len(names) // 2, len(names) - 1})]
         # The title names the problem and horizon: the same trajectories can be found under
         # another title (an emptied horizon box keeps every horizon), so it is part of the key.
-        signature = (chosen, c.problem, c.horizon,
+        missing = [rep for rep in ticked if rep not in data]
+        signature = (chosen, c.problem, c.horizon, tuple(missing),
                      tuple(sorted((rep, id(found[1])) for rep, found in data.items())))
         if signature == self._rollout_signature:
             return  # the same trajectories under the same title: no need to draw them again
@@ -216,5 +221,7 @@ class PlotView(param.Parameterized):
         note = (f"Rollouts are captured for N ≤ {ROLLOUT_MAX_N} (at most {MAX_ROLLOUT_VARS} "
                 f"states each); shown: N={chosen}." if chosen is not None else
                 f"Rollouts are captured for N ≤ {ROLLOUT_MAX_N}; none for this selection yet.")
+        if missing and chosen is not None:
+            note += f" No trajectory at N={chosen} for: {', '.join(missing)}."
         self.param.update(rollout_states=current, rollout_note=note)
         self._redraw({"rollout"})

@@ -462,8 +462,16 @@ def rollout_plot(frame: pd.DataFrame, *, title: str = "Rollout trajectories",
                          [y, "representation", "state", "color", "marker"]).opts(
         backend="bokeh", color="color", marker="marker", size=8, tools=["hover"],
         hover_tooltips=tooltips, show_legend=False)
+    # Each trajectory named at its end: the legend says which representation, this which state.
+    last = frame[frame["step"] == frame["step"].max()].drop_duplicates("state")
+    names = hv.Labels(pd.DataFrame({"step": last["step"].to_numpy(float),
+                                    "state_value": last["value"].to_numpy(float),
+                                    "state": last["state"].astype(str).to_numpy()}),
+                      [x, y], "state").opts(backend="bokeh", text_align="right",
+                                            text_baseline="bottom", text_font_size="9pt",
+                                            text_color="#333")
     # Trajectories fill the frame, so their legend goes beside it.
-    return hv.Overlay([*curves, scatter]).opts(
+    return hv.Overlay([*curves, scatter, names]).opts(
         backend="bokeh", **_opts(title=title, padding=0.05, legend_position="right"))
 
 

@@ -108,6 +108,12 @@ def test_run_measures_stores_and_plots(model):
     rollout_labels = set(_labels(model.view.rollout_plot()))
     assert rollout_labels == {"dict", "array"}
     assert model.view.rollout_states == ["state_0", "state_1", "state_2"]
+    # Only ticked representations are drawn; a ticked one without a trajectory is named.
+    model.controls.representations = ["dict"]
+    assert set(_labels(model.view.rollout_plot())) == {"dict"}
+    model.controls.representations = ["dict", "struct"]
+    assert "No trajectory at N=3 for: struct" in model.view.rollout_note
+    model.controls.representations = ["dict", "array"]
     # The trajectories came in a job of their own, after the row, and are stored with it.
     for row_id in rows["id"]:
         names, data = model.store.rollout(int(row_id))

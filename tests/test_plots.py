@@ -195,6 +195,10 @@ def test_rollout_frame_and_plot_overlay_representations():
     assert steps["dict"] and steps["array"] and not steps["dict"] & steps["array"]
     fig = _render(plot)
     assert fig.xaxis[0].axis_label == "time step"
+    # Each trajectory is named by its state at its end (the legend names representations).
+    (names_at_end,) = _elements(plot, hv.Labels)
+    assert sorted(names_at_end.dimension_values("state")) == ["state_0", "state_5", "state_9"]
+    assert set(names_at_end.dimension_values("step")) == {19}
 
 
 def test_export_html_is_one_standalone_file():

@@ -307,6 +307,8 @@ def compile_time_plot(df: pd.DataFrame, *, stage: str = "total", problem: str | 
                 ("lower", "@{lower_s}{0.0000} s"), ("XLA compile", "@{compile_s}{0.0000} s"),
                 ("target", "@{target}"), ("backend", "@{backend}"), ("host", "@{host}")]
     hover = ["trace_s", "lower_s", "compile_s", "target", "backend", "host"]
+    if stage == "all stages" and rows["n_states"].nunique() == 1:
+        return _stage_bars(rows, title)  # one N: lines over N would be single points
     stages = ("trace", "lower", "compile") if stage == "all stages" else (stage,)
     fig = _Figure(y, hover, tooltips)
     for rep, label, part in _series(rows):
@@ -331,6 +333,31 @@ def compile_time_plot(df: pd.DataFrame, *, stage: str = "total", problem: str | 
     if not fig.curves:
         return placeholder(title, "No positive compile times to show on log axes.")
     return fig.overlay(title)
+
+
+_STAGE_COLORS = {"trace": "#9ecae1", "lower": "#4292c6", "compile": "#08306b"}
+
+
+def _stage_bars(rows: pd.DataFrame, title: str) -> hv.Overlay:
+    """Trace, lower and compile stacked, one bar per line of the plot, at the one N there is."""
+    n = int(rows["n_states"].iloc[0])
+    parts = []
+    for _rep, label, part in _series(rows):
+        latest = part.iloc[-1]
+        for st in ("trace", "lower", "compile"):
+            seconds = pd.to_numeric(latest[_STAGE_COLUMN[st]], errors="coerce")
+            if pd.notna(seconds):
+                parts.append({"line": label, "stage": st, "seconds": float(seconds)})
+    if not parts:
+        return placeholder(title, "No stage times to show.")
+    bars = hv.Bars(pd.DataFrame(parts), [hv.Dimension("line", label="representation"), "stage"],
+                   hv.Dimension("seconds", label="compile time (s)")).opts(
+        backend="bokeh", stacked=True, cmap=_STAGE_COLORS,
+        tools=["hover"],
+        **{k: v for k, v in _opts(title=f"{title}: stages at N={n}",
+                                  legend_position="right").items()
+           if k not in ("legend_limit", "padding")})
+    return hv.Overlay([bars])
 
 
 def program_size_plot(df: pd.DataFrame, *, problem: str | None = None,

@@ -225,3 +225,19 @@ def test_metric_plots_carry_labelled_ticks_under_a_decade():
     fig = _render(_plots.compile_time_plot(df, problem="decay", horizon=200, target="loss"))
     assert {"10", "20"} <= set(fig.xaxis[0].major_label_overrides.values())
     assert fig.yaxis[0].major_label_overrides  # the y range (under a decade) is labelled too
+
+
+def test_all_stages_at_one_n_is_a_stage_breakdown():
+    one_n = _rows(reps=("dict", "array"), sizes=(30,))
+    plot = _plots.compile_time_plot(one_n, stage="all stages")
+    (bars,) = [el for el in plot if isinstance(el, hv.Bars)]
+    table = bars.dframe()
+    assert set(table["line"]) == {"dict", "array"}
+    assert list(table[table["line"] == "dict"]["stage"]) == ["trace", "lower", "compile"]
+    dict_row = one_n[one_n["representation"] == "dict"].iloc[0]
+    assert np.isclose(table[table["line"] == "dict"]["seconds"].sum(),
+                      dict_row[["trace_s", "lower_s", "compile_s"]].astype(float).sum())
+    assert "N=30" in _render(plot).title.text
+    # Several N: lines over N, as before.
+    assert not [el for el in _plots.compile_time_plot(_rows(), stage="all stages")
+                if isinstance(el, hv.Bars)]

@@ -234,11 +234,11 @@ class PlotsSection(_Section):
         return ("**k**: fitted exponent of size or time ≈ c·N^k (0 = flat, 1 = linear, "
                 "2 = quadratic). Program size: solid = StableHLO before optimisation, dashed = "
                 "optimised HLO."
-                + (" Compile stages: dotted = trace, dashed = lower, solid = XLA compile."
-                   if stage == "all stages" else "")
-                + " Faded points without a line: the shipped example sweep, beside your own "
-                  "measurements. Click a legend entry to hide its lines; hover a point for exact "
-                  "values. "
+                + (" Compile stages: dotted = trace, dashed = lower, solid = XLA compile "
+                   "(at a single N: stacked bars)." if stage == "all stages" else "")
+                + " Lighter lines labelled \"example\": the shipped example sweep, beside your "
+                  "own measurements. Click a legend entry to hide its lines; hover a point for "
+                  "exact values. "
                 + note)
 
 

@@ -5,7 +5,7 @@ For decay, oscillator and lotka_volterra, loss and grad, array and packed interl
 the constant index vectors pack emits), pack's own time against one ``jax.make_jaxpr`` of the
 unwrapped per-name step, and the runtime ratio. Writes ``benchmarks/bench_pack.json``.
 
-    python benchmarks/bench_pack.py [--n 1000] [--horizon 200] [--rounds 3]
+    python benchmarks/bench_pack.py [--n 1000] [--horizon 200] [--rounds 3] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--horizon", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=pathlib.Path, default=HERE / "bench_pack.json")
     a = ap.parse_args()
     jax.config.update("jax_enable_compilation_cache", False)
     rows = []
@@ -84,7 +85,7 @@ def main() -> None:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    out = pathlib.Path(__file__).with_name("bench_pack.json")
+    out = a.out
     out.write_text(json.dumps({"machine": machine_info(), "rows": rows}, indent=1))
     print(f"wrote {out}")
 

@@ -27,7 +27,6 @@ import json
 import os
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # common.py, when imported from elsewhere
+    sys.path.insert(0, str(HERE))
+
+from common import summary  # noqa: E402
+
+ROOT = HERE.parent
 APP = ROOT / "apps" / "explorer_app.py"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -69,11 +74,6 @@ def _rss_bytes(pid: int) -> int | None:
     except OSError:
         pass
     return None
-
-
-def _summary(values: list[float]) -> dict[str, Any]:
-    return {"median": statistics.median(values) if values else None,
-            "spread": [min(values), max(values)] if values else None, "n": len(values)}
 
 
 class _Server:
@@ -378,8 +378,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                     steps = [(b - a) for a, b in zip(rss, rss[1:]) if a is not None and b is not None]
                     out["rss_one_session_bytes"] = rss[0]
                     out["rss_by_sessions_bytes"] = rss
-                    out["rss_per_session_bytes"] = _summary(steps)
-                    out["first_render_with_sessions_open_s"] = _summary(renders)
+                    out["rss_per_session_bytes"] = summary(steps)
+                    out["first_render_with_sessions_open_s"] = summary(renders)
                     for extra in extra_pages:  # their periodic refreshes must not load the server
                         extra.context.close()
 
@@ -392,8 +392,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                         fresh.context.close()
                         renders.append(seconds)
                         completes.append(complete)
-                    out["first_render_s"] = _summary(renders)
-                    out["page_complete_s"] = _summary(completes)
+                    out["first_render_s"] = summary(renders)
+                    out["page_complete_s"] = summary(completes)
 
                     # Click -> result: the first run in the server, then warm ones.
                     cold = _click_run(page, server.store)
@@ -406,12 +406,12 @@ def run(quick: bool = False) -> dict[str, Any]:
                                       ("done", "click_to_finished_warm_s"),
                                       ("own", "first_result_measurement_warm_s"),
                                       ("beyond", "first_result_beyond_measurement_warm_s")):
-                        out[name] = _summary([w[key] for w in warm if w[key] is not None])
+                        out[name] = summary([w[key] for w in warm if w[key] is not None])
 
                     # Widget response, idle and while a long compile runs in the worker.
-                    out["widget_roundtrip_idle_s"] = _summary(
+                    out["widget_roundtrip_idle_s"] = summary(
                         [t for _ in range(rounds) for t in _toggle_n(page)])
-                    out["plot_update_idle_s"] = _summary(
+                    out["plot_update_idle_s"] = summary(
                         [t for _ in range(rounds) for t in _toggle_stage(page)])
                     long_case = re.compile(r"dict N=3000 .*stage (trace|lower|compile)")
                     entry = page.locator(".bk-input-group", has_text="or any N").locator("input")
@@ -423,8 +423,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                     _wait_status(page, since, long_case, 600)
                     n_busy, n_skipped = _probe_while_busy(page, _toggle_n, rounds, long_case)
                     p_busy, p_skipped = _probe_while_busy(page, _toggle_stage, rounds, long_case)
-                    out["widget_roundtrip_during_compile_s"] = _summary(n_busy)
-                    out["plot_update_during_compile_s"] = _summary(p_busy)
+                    out["widget_roundtrip_during_compile_s"] = summary(n_busy)
+                    out["plot_update_during_compile_s"] = summary(p_busy)
                     out["probes_not_during_compile"] = n_skipped + p_skipped
                     cancel = page.get_by_role("button", name="Cancel", exact=True)
                     if cancel.is_enabled():

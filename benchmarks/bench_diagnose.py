@@ -21,10 +21,8 @@ Goals (each a median over interleaved rounds, so noise on a shared machine hits 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import html.parser
 import json
-import platform
 import shutil
 import statistics
 import subprocess
@@ -33,18 +31,20 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run from a checkout without installing
-    sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for _path in (str(ROOT), str(HERE)):  # run from a checkout without installing; measure.py
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 import jax  # noqa: E402
-import jaxlib  # noqa: E402
 
 import explorer  # noqa: E402
+# diagnose's analysis on its own (``_analysis_s``) has no public entry point.
 from explorer import _findings  # noqa: E402
 from explorer._blame import blame_frame  # noqa: E402
 from explorer._diagnose import _leaf_paths, read_program  # noqa: E402
-from explorer._measure import count_eqns  # noqa: E402
+from measure import bare_jit, machine_info  # noqa: E402
 
 GOALS = {
     "uncompiled_over_trace_lower": 2.0,
@@ -60,10 +60,7 @@ def _timed(call):
 
 
 def _bare_trace_lower(fn, args) -> float:
-    jax.clear_caches()
-    t0 = time.perf_counter()
-    jax.jit(fn).trace(*args).lower()
-    return time.perf_counter() - t0
+    return bare_jit(fn, args, compile=False)["lower_s"]
 
 
 def _chromium_load_s(url: str, marker: bytes) -> float | None:
@@ -89,7 +86,7 @@ def _analysis_s(fn, args) -> float:
     t0 = time.perf_counter()
     program = read_program(traced.jaxpr, limits)
     _findings.find(program, limits, n_leaves=len(jax.tree_util.tree_leaves(args)),
-                   leaf_paths=_leaf_paths(args, ()), total_eqns=count_eqns(traced.jaxpr),
+                   leaf_paths=_leaf_paths(args, ()), total_eqns=explorer.count_eqns(traced.jaxpr),
                    hlo_bytes=0)
     blame_frame(program.counts)
     return time.perf_counter() - t0
@@ -147,10 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     goals = {name: {"goal": f"<= {limit}", "value": figures[name], "met": figures[name] <= limit}
              for name, limit in GOALS.items()}
     result = {
-        "when": _dt.datetime.now().isoformat(timespec="seconds"),
-        "machine": platform.node(), "python": platform.python_version(),
-        "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-        "backend": jax.default_backend(),
+        "machine": machine_info(),
         "program": {"problem": "decay", "representation": "dict", "target": "loss",
                     "n_states": opts.n, "horizon": opts.horizon, "n_leaves": d1.n_leaves,
                     "jaxpr_eqns": d1.jaxpr_eqns, "stablehlo_bytes": d1.stablehlo_bytes,

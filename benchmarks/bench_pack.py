@@ -5,7 +5,7 @@ For decay, oscillator and lotka_volterra, loss and grad, array and packed interl
 the constant index vectors pack emits), pack's own time against one ``jax.make_jaxpr`` of the
 unwrapped per-name step, and the runtime ratio. Writes ``benchmarks/bench_pack.json``.
 
-    python benchmarks/bench_pack.py [--n 1000] [--horizon 200] [--rounds 3]
+    python benchmarks/bench_pack.py [--n 1000] [--horizon 200] [--rounds 3] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -14,13 +14,19 @@ import argparse
 import json
 import pathlib
 import statistics
+import sys
 import time
 
-import jax
-import numpy as np
+HERE = pathlib.Path(__file__).resolve().parent
+for _path in (str(HERE.parent), str(HERE)):  # run from a checkout without installing; measure.py
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
-import explorer
-from explorer._pack import pack
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import explorer  # noqa: E402
+from measure import machine_info  # noqa: E402
 
 
 def _pack_time(problem, n, rounds):
@@ -36,7 +42,7 @@ def _pack_time(problem, n, rounds):
         jax.make_jaxpr(step)(s, p)
         trace.append(time.perf_counter() - t)
         t = time.perf_counter()
-        packed = pack(step, s, p)
+        packed = explorer.pack(step, s, p)
         packs.append(time.perf_counter() - t)
     x, th = packed.pack_args(s, p)
     for c in jax.make_jaxpr(packed)(x, th).consts:
@@ -49,6 +55,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--horizon", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=pathlib.Path, default=HERE / "bench_pack.json")
     a = ap.parse_args()
     jax.config.update("jax_enable_compilation_cache", False)
     rows = []
@@ -78,9 +85,8 @@ def main() -> None:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    out = pathlib.Path(__file__).with_name("bench_pack.json")
-    out.write_text(json.dumps({"jax": jax.__version__, "backend": jax.default_backend(),
-                               "device": str(jax.devices()[0]), "rows": rows}, indent=1))
+    out = a.out
+    out.write_text(json.dumps({"machine": machine_info(), "rows": rows}, indent=1))
     print(f"wrote {out}")
 
 

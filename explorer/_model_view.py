@@ -53,7 +53,8 @@ class PlotView(param.Parameterized):
         self._rollout_signature: tuple | None = None
         self.controls.param.watch(self.refresh_rollouts, ["problem", "horizon", "unroll",
                                                            "n_states", "representations"])
-        self.controls.param.watch(self._view_changed, ["problem", "horizon", "unroll"])
+        self.controls.param.watch(self._view_changed, ["problem", "horizon", "unroll",
+                                                        "representations"])
         self.controls.param.watch(self._follow_target, "target")
         self.results.param.watch(self._view_changed, "frame")
         self.results.param.watch(self.refresh_rollouts, "frame")
@@ -64,8 +65,9 @@ class PlotView(param.Parameterized):
     # -- what the plots read -----------------------------------------------------------
     def _filters(self) -> dict[str, Any]:
         c = self.controls
+        # The ticked representations only, as the sidebar says (the example holds all eight).
         return dict(problem=c.problem, horizon=c.horizon, unroll=c.unroll,
-                    target=self.show_target)
+                    target=self.show_target, representations=tuple(c.representations or ()))
 
     def _query(self, kind: str) -> dict[str, Any]:
         if kind == "rollout":
@@ -93,9 +95,10 @@ class PlotView(param.Parameterized):
         if names & {"horizon", "unroll"} and self.session.alert.startswith("Bad input"):
             self.session.clear_alert()  # the value that was wrong is right again
         which = set()
-        if names & {"results", "stage", "problem", "horizon", "unroll", "show_target"}:
+        if names & {"results", "stage", "problem", "horizon", "unroll", "show_target",
+                    "representations"}:
             which.add("compile")
-        if names & {"results", "problem", "horizon", "unroll", "show_target"}:
+        if names & {"results", "problem", "horizon", "unroll", "show_target", "representations"}:
             which.add("metrics")
         if "rollout_states" in names:
             which.add("rollout")

@@ -111,6 +111,8 @@ def test_run_measures_stores_and_plots(model):
     # Only ticked representations are drawn; a ticked one without a trajectory is named.
     model.controls.representations = ["dict"]
     assert set(_labels(model.view.rollout_plot())) == {"dict"}
+    for plot in (model.view.compile_plot(), model.view.size_plot(), model.view.runtime_plot()):
+        assert all(label.startswith("dict") for label in _labels(plot)), _labels(plot)
     model.controls.representations = ["dict", "struct"]
     assert "No trajectory at N=3 for: struct" in model.view.rollout_note
     model.controls.representations = ["dict", "array"]

@@ -92,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("sweep", "measure a problem over state counts and store every row",
             "Each case is compiled cold in a worker process and stored the moment it finishes; "
             "a second run measures only the cases not yet stored (unless --redo).")
-    s.add_argument("--problem", default="decay", help="decay, oscillator or lotka_volterra")
+    s.add_argument("--problem", default="decay",
+                   help="decay, oscillator, lotka_volterra, or your own as MODULE:ATTR (a "
+                        "problem made by explorer.define_problem; MODULE may be a .py path)")
     s.add_argument("--representations", "-r", type=_name_list, default=None,
                    help="comma-separated (default: all of dict,array,unflatten,ravel,module,struct,named)")
     s.add_argument("--n-states", "-n", type=_int_list("n_states", 1, v.MAX_N_STATES),
@@ -198,6 +200,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from ._store import Store, check_export_path, export_frame  # noqa: PLC0415
     from ._sweep import SweepEvent, sweep  # noqa: PLC0415
 
+    problem = _load_problem(args.problem)
     store = False if args.no_store else Store(args.store)
     if args.out:  # before measuring, not after the whole sweep
         check_export_path(args.out, None if store is False else store.path)
@@ -214,7 +217,7 @@ def _sweep(args: argparse.Namespace) -> int:
                 bar.write(f"{event.spec.label}: {event.row['status']}: {event.row.get('error')}")
 
     try:
-        frame = sweep(args.problem, args.representations, args.n_states, args.horizons,
+        frame = sweep(problem, args.representations, args.n_states, args.horizons,
                       args.targets, unroll=args.unroll, repeats=args.repeats,
                       backend=args.backend, rollouts=args.rollouts, memory=args.memory,
                       store=store,
@@ -230,6 +233,21 @@ def _sweep(args: argparse.Namespace) -> int:
     if store is not False:
         print(f"stored in {store.path}")
     return 0
+
+
+def _load_problem(ref: str):
+    """A built-in problem's name as it is, or the user's problem named as ``MODULE:ATTR``
+    (imported here, registered in this process)."""
+    if ":" not in ref:
+        return ref
+    from . import _userref  # noqa: PLC0415
+    from ._problems import UserProblem, register  # noqa: PLC0415
+
+    problem = _userref.load(ref, "--problem")
+    if not isinstance(problem, UserProblem):
+        raise ValueError(f"--problem {ref} is a {type(problem).__name__}, not a problem made "
+                         "by explorer.define_problem")
+    return register(problem)
 
 
 def _diagnose(args: argparse.Namespace) -> int:

@@ -654,16 +654,15 @@ def _user_observed(problem: UserProblem, n: int, horizon: int) -> np.ndarray:
 
 
 def _origin(step: Callable) -> str:
-    """``module:qualname`` of the step, or ``/path/script.py:qualname`` for a script."""
-    module = getattr(step, "__module__", None) or "?"
+    """``/path/file.py:qualname`` of the step (the same whether the file runs as a script or
+    is imported as ``MODULE:ATTR``), or ``module:qualname`` when it has no file."""
+    where = getattr(step, "__module__", None) or "?"
     qualname = getattr(step, "__qualname__", None) or type(step).__name__
-    if module == "__main__":
-        try:
-            path = inspect.getsourcefile(step) or inspect.getfile(step)
-            module = os.path.abspath(path)
-        except TypeError:
-            pass
-    return f"{module}:{qualname}"
+    try:
+        where = os.path.abspath(inspect.getsourcefile(step) or inspect.getfile(step))
+    except TypeError:  # built in C, or made where there is no file
+        pass
+    return f"{where}:{qualname}"
 
 
 def define_problem(name: str, step: Callable, state: Callable[[int], Mapping],
@@ -688,7 +687,7 @@ def define_problem(name: str, step: Callable, state: Callable[[int], Mapping],
             stacked in name order: enables ``array``.
         description: One sentence for menus (default: the step's first docstring line).
         source: Where the code comes from, stored with every row (default: the step's
-            ``module:qualname``, or the script's path for code in ``__main__``).
+            ``/path/file.py:qualname``). A sweep reuses stored rows only of the same source.
 
     The factories are run once at ``n = 2`` now; every size is checked again (factories run,
     the step traced abstractly) before it is built or swept.

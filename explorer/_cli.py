@@ -177,6 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--html", default=None, metavar="PATH",
                     help="also write a standalone HTML report (opens offline)")
 
+    sv = add("serve", "serve the dashboard page on this machine",
+             "Open http://localhost:PORT/explorer_app. Each --problem MODULE:ATTR (a problem "
+             "made by explorer.define_problem) is imported now and listed in the problem menu "
+             "beside the built-in ones; nothing typed into the page is run as code.")
+    sv.add_argument("--problem", action="append", default=[], metavar="MODULE:ATTR",
+                    help="your own problem (repeat for several)")
+    sv.add_argument("--port", type=_one_int("port", 1, 65535), default=5006,
+                    help="default 5006")
+    sv.add_argument("--address", default="127.0.0.1",
+                    help="default 127.0.0.1 (this machine only)")
+
     add("problems", "list the problems")
     add("representations", "list the representations")
     return parser
@@ -322,6 +333,16 @@ def _main(args: argparse.Namespace) -> int:
             return _sweep(args)
         if args.command == "diagnose":
             return _diagnose(args)
+        if args.command == "serve":
+            for ref in args.problem:
+                if ":" not in ref:
+                    raise ValueError(f"--problem {ref}: give your own problem as MODULE:ATTR "
+                                     "(the built-in ones are always in the menu)")
+                _load_problem(ref)
+            from ._dashboard import serve  # noqa: PLC0415 - Panel only for this command
+
+            serve(address=args.address, port=args.port)
+            return 0
         if args.command == "problems":
             from ._problems import problems  # noqa: PLC0415
 

@@ -127,6 +127,7 @@ class ExplorerModel(param.Parameterized):
 
     def __init__(self, *, store: Store | str | None = None, executor: cf.Executor | None = None,
                  **params: Any):
+        ExplorerModel.param.problem.objects = list(_problems())  # with define_problem's too
         super().__init__(**params)
         self.store = store if isinstance(store, Store) else Store(store)
         self._executor = executor

@@ -220,3 +220,76 @@ def test_cli_bad_problem_is_one_line_status_2_nothing_stored(tmp_path, capsys, p
 # Referred to by the CLI tests as test_user_problem:ATTR.
 TANKS = explorer.define_problem("tanks_cli", step, state, params)
 BAD_KEYS = explorer.define_problem("tanks_bad_keys", lambda s, p: {"only": 1.0}, state, params)
+
+
+def test_dashboard_menu_lists_a_defined_problem_and_measures_it(tmp_path, executor):
+    from explorer._model import ExplorerModel  # noqa: PLC0415 - Panel only for this test
+
+    prob = explorer.define_problem("tanks_page", step, state, params)
+    m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor, problem="tanks_page",
+                      n_states=2, horizon=4, target="loss", representations=["dict", "packed"])
+    try:
+        assert m.param.problem.objects == ["decay", "oscillator", "lotka_volterra",
+                                           *[n for n in explorer.problems() if n not in
+                                             ("decay", "oscillator", "lotka_volterra")]]
+        assert "tanks_page" in m.param.problem.objects
+        assert m.run() and m.wait(180)
+        rows = m.store.rows()
+        assert sorted(rows["representation"]) == ["dict", "packed"]
+        assert set(rows["status"]) == {"ok"}, rows[["status", "error"]]
+        assert set(rows["problem_source"]) == {prob.source} and prob.source.endswith(":step")
+    finally:
+        m.close()
+        m.wait(180)
+
+
+@pytest.mark.browser
+def test_served_page_lists_a_problem_named_at_the_terminal(tmp_path, page, free_port):
+    """``pytree-explorer serve --problem MODULE:ATTR``: the server imports it at start and the
+    page's problem menu lists it beside the built-in ones."""
+    import signal  # noqa: PLC0415
+    import time  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    url = f"http://127.0.0.1:{free_port}/explorer_app"
+    env = {**os.environ, **CPU_ENV, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
+           "PYTREE_EXPLORER_DB": str(tmp_path / "r.sqlite")}
+    proc = subprocess.Popen([sys.executable, "-m", "explorer._cli", "serve", "--problem",
+                             "test_user_problem:TANKS", "--port", str(free_port)],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, f"serve exited with {proc.returncode}"
+            try:
+                with urllib.request.urlopen(url, timeout=30):  # noqa: S310 - local
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "serve did not answer in time"
+                time.sleep(0.3)
+        page.goto(url)
+        expect(page.get_by_text("Status:")).to_be_visible(timeout=60_000)
+        menus = page.evaluate("""() => { const out = [];
+            for (const doc of Bokeh.documents) for (const m of doc.all_models)
+                if (m.options && m.title === "Problem")
+                    out.push(Array.from(m.options, o => Array.isArray(o) ? o[0] : o));
+            return out; }""")
+        # Importing the module defines both of its problems: both are listed, after the
+        # built-in ones, in the order they were defined.
+        assert menus == [["decay", "oscillator", "lotka_volterra", "tanks_cli", "tanks_bad_keys"]]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and any measuring worker it started
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize(("ref", "message"), [
+    ("no_such_module_xyz:prob", "cannot import 'no_such_module_xyz'"),
+    ("test_user_problem:nope", "has no attribute 'nope'"),
+    ("decay", "give your own problem as MODULE:ATTR"),
+])
+def test_cli_serve_bad_problem_is_one_line_status_2(capsys, ref, message):
+    code, err = cli_in_process(["serve", "--problem", ref, "--port", "1"], capsys)
+    assert code == 2 and message in one_line(err)

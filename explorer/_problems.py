@@ -33,7 +33,8 @@ from jax import lax
 
 from ._validate import check_choice, describe_error
 
-__all__ = ["Problem", "UserProblem", "define_problem", "get_problem", "problems", "register"]
+__all__ = ["Problem", "UserProblem", "define_problem", "get_problem", "problems", "register",
+           "user_problem"]
 
 
 def _check_units(n: int) -> int:

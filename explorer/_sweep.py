@@ -157,7 +157,7 @@ def sweep(
             from ._jobs import check_specs  # noqa: PLC0415
 
             submit(executor, check_specs, specs, label=f"check problem {specs[0].problem}",
-                   timeout=None).result()
+                   timeout=timeout).result()
         done_rows = _finished(db, specs, executor, backend) if (db is not None and resume) else {}
         rows: list[dict[str, Any]] = []
         if client is not None:

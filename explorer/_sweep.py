@@ -17,7 +17,7 @@ from . import _validate as v
 from ._run import problem_source, run_one, submit
 from ._spec import Spec
 from ._store import COLUMNS, Store, to_frame
-from ._worker import DEFAULT_TIMEOUT_S, WorkerExecutor, check_python
+from ._worker import DEFAULT_TIMEOUT_S, WorkerError, WorkerExecutor, check_python
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,8 +156,12 @@ def sweep(
         if user_problem(specs[0].problem) is not None:  # the user's code, checked up front
             from ._jobs import check_specs  # noqa: PLC0415
 
-            submit(executor, check_specs, specs, label=f"check problem {specs[0].problem}",
-                   timeout=timeout).result()
+            try:
+                submit(executor, check_specs, specs, label=f"check problem {specs[0].problem}",
+                       timeout=timeout).result()
+            except WorkerError as err:  # it hung or crashed the worker: nothing measured
+                raise ValueError(f"problem {specs[0].problem!r} could not be checked: "
+                                 f"{str(err).splitlines()[0]}") from None
         done_rows = _finished(db, specs, executor, backend) if (db is not None and resume) else {}
         rows: list[dict[str, Any]] = []
         if client is not None:

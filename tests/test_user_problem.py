@@ -293,3 +293,21 @@ def test_served_page_lists_a_problem_named_at_the_terminal(tmp_path, page, free_
 def test_cli_serve_bad_problem_is_one_line_status_2(capsys, ref, message):
     code, err = cli_in_process(["serve", "--problem", ref, "--port", "1"], capsys)
     assert code == 2 and message in one_line(err)
+
+
+def test_a_hanging_factory_is_one_line_after_the_timeout_and_nothing_stored(tmp_path):
+    import time  # noqa: PLC0415
+
+    def slow_state(n):
+        if n > 2:  # only in the worker's check: the definition (n = 2) is quick
+            time.sleep(600)
+        return state(n)
+
+    prob = explorer.define_problem("tanks_hang", step, slow_state, params)
+    db = tmp_path / "r.sqlite"
+    with pytest.raises(ValueError) as err:
+        explorer.sweep(prob, ["dict"], n_states=[3], horizons=[3], targets=["loss"],
+                       store=str(db), timeout=3)
+    assert "problem 'tanks_hang' could not be checked" in one_line(str(err.value))
+    assert "no result after 3 s" in str(err.value)
+    assert len(explorer.Store(db)) == 0

@@ -36,7 +36,9 @@ from ._runs import compare_runs as compare_runs
 from ._spec import Spec as Spec
 from ._store import COLUMNS as COLUMNS
 from ._store import Store as Store
+from ._store import RowPending as RowPending
 from ._store import StoreError as StoreError
+from ._store import StoreWarning as StoreWarning
 from ._store import default_path as default_path
 from ._sweep import SweepEvent as SweepEvent
 from ._sweep import sweep as sweep

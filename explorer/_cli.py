@@ -9,6 +9,7 @@ import argparse
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 
 import pandas as pd
@@ -79,6 +80,16 @@ def _timeout(text: str) -> float | None:
             f"timeout must be a number of seconds or 'none', got {text!r}") from None
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"lock-wait must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="pytree-explorer",
                      description="Measure what the shape of your JAX state costs to compile.")
@@ -112,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds one measurement may take before its worker is killed "
                         "(default 600; 'none' for no limit)")
     s.add_argument("--store", default=None, help=store_help)
+    s.add_argument("--lock-wait", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="how long a finished row waits for a store locked by another process; "
+                        "then it is kept in STORE.pending.jsonl and added by the next sweep "
+                        "(default 60)")
     s.add_argument("--no-store", action="store_true", help="do not write to the store")
     s.add_argument("--redo", action="store_true", help="measure again cases already stored")
     s.add_argument("--rollouts", action="store_true", help="also store rollout trajectories")
@@ -212,7 +227,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from ._sweep import SweepEvent, sweep  # noqa: PLC0415
 
     problem = _load_problem(args.problem)
-    store = False if args.no_store else Store(args.store)
+    store = False if args.no_store else Store(args.store, timeout=args.lock_wait)
     if args.out:  # before measuring, not after the whole sweep
         check_export_path(args.out, None if store is False else store.path)
     bar = None
@@ -243,6 +258,7 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"wrote {export_frame(frame, args.out)}")
     if store is not False:
         print(f"stored in {store.path}")
+        _say_pending(store)
     return 0
 
 
@@ -259,6 +275,22 @@ def _load_problem(ref: str):
         raise ValueError(f"--problem {ref} is a {type(problem).__name__}, not a problem made "
                          "by explorer.define_problem")
     return register(problem)
+
+
+def _say_pending(store) -> None:
+    """Rows kept beside the store while it was locked: said, never hidden (reads only)."""
+    waiting = store.pending_rows()
+    if waiting:
+        print(f"pytree-explorer: {waiting} finished row(s) wait in {store.pending_path} (the "
+              "store was locked or unwritable when they finished); the next sweep adds them "
+              "to the store", file=sys.stderr)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line on stderr (above the progress bar, which is redrawn)."""
+    from tqdm import tqdm  # noqa: PLC0415
+
+    tqdm.write(f"pytree-explorer: warning: {str(message).splitlines()[0]}", file=sys.stderr)
 
 
 def _diagnose(args: argparse.Namespace) -> int:
@@ -321,7 +353,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM stops like Ctrl-C: the running job is killed, no row is stored for it.
     previous = signal.signal(signal.SIGTERM, _interrupt) if on_main else None
     try:
-        return _main(args)
+        with warnings.catch_warnings():
+            from ._store import StoreWarning  # noqa: PLC0415
+
+            warnings.simplefilter("always", StoreWarning)  # each lock episode, each merge
+            warnings.showwarning = _show_warning
+            return _main(args)
     finally:
         if on_main:
             signal.signal(signal.SIGTERM, previous)
@@ -381,12 +418,14 @@ def _main(args: argparse.Namespace) -> int:
 
             fits = scaling_exponents(store.rows(run_id=args.run), metrics=args.metrics)
             print(fits.to_string(index=False) if not fits.empty else "(not enough rows to fit)")
+        _say_pending(store)
         return 0
     except (ValueError, OSError) as err:  # bad input, a bad store file: one line, status 2
         print(f"pytree-explorer: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("pytree-explorer: interrupted; finished rows are in the store", file=sys.stderr)
+        print("pytree-explorer: interrupted; finished rows are in the store (or, if it was "
+              "locked, in its .pending.jsonl side file until the next write)", file=sys.stderr)
         return 130
 
 

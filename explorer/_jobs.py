@@ -74,7 +74,8 @@ def inspect_spec(spec: Spec) -> dict[str, Any]:
 
     case = _build(spec)
     fn = case.function(spec.target)
-    texts = program_texts(fn, *case.args)
+    texts = program_texts(fn, *case.args, on_stage=report)
+    report("blame")
     texts["blame"] = blame(fn, *case.args).to_dict("records")
     return texts
 
@@ -84,8 +85,12 @@ def compare_specs(spec_a: Spec, spec_b: Spec) -> Any:
     from ._compare import compare  # noqa: PLC0415
 
     a, b = _build(spec_a), _build(spec_b)
+    # Short labels (the representations) where they tell the two apart: they lead each line
+    # of the operation-count summary.
+    labels = ((spec_a.representation, spec_b.representation)
+              if spec_a.representation != spec_b.representation else (spec_a.label, spec_b.label))
     return compare(a.function(spec_a.target), a.args, b.function(spec_b.target), b.args,
-                   labels=(spec_a.label, spec_b.label))
+                   labels=labels)
 
 
 def with_problems(pickled: bytes, fn: Any, args: tuple) -> Any:

@@ -374,12 +374,21 @@ def measure_case(case: Any, target: str = "loss", **options: Any) -> Measurement
     return measure(fn, *case.args, **options)
 
 
-def program_texts(fn: Callable, *args: Any, static_argnums: int | Sequence[int] = ()) -> dict[str, str | None]:
-    """The jaxpr, StableHLO and optimised HLO of ``fn(*args)``, as text (``None`` where missing)."""
+def program_texts(fn: Callable, *args: Any, static_argnums: int | Sequence[int] = (),
+                  on_stage: Callable[[str], None] | None = None) -> dict[str, str | None]:
+    """The jaxpr, StableHLO and optimised HLO of ``fn(*args)``, as text (``None`` where missing).
+
+    ``on_stage`` is called with ``"trace"``, ``"lower"``, ``"compile"`` and ``"print"`` as each
+    starts (printing a large program takes a while too)."""
+    stage = on_stage or (lambda _s: None)
     jitted = jax.jit(fn, static_argnums=static_argnums)
+    stage("trace")
     traced = jitted.trace(*args)
+    stage("lower")
     lowered = traced.lower()
+    stage("compile")
     compiled = lowered.compile()
+    stage("print")
     return {
         "jaxpr": str(traced.jaxpr),
         "stablehlo": lowered.as_text(),

@@ -210,7 +210,8 @@ def _fit_label(part: pd.DataFrame, column: str) -> str:
 
 
 def _alpha(part: pd.DataFrame, rows: pd.DataFrame) -> float:
-    """Lines of the shipped example are faded when measured lines are shown with them."""
+    """Lines of the shipped example are lighter when measured lines are shown with them (and
+    still lines, in the legend as "... example": the story the page opened with stays)."""
     if "source" not in rows or "source" not in _varying(rows):
         return 1.0
     return 0.4 if (part["source"] == "example").all() else 1.0
@@ -226,23 +227,22 @@ def _positive(part: pd.DataFrame, column: str) -> pd.DataFrame:
 class _Figure:
     """Lines of one log-log plot: a ``Curve`` per line (its legend entry) and one ``Scatter``
     holding every measured point with its hover fields. One scatter instead of one per line
-    keeps the number of Bokeh renderers, and so the render time, low; so do faded series (the
-    shipped example shown beside measured rows), which get points only. The lines' styles are
-    given once, as cycles in the order the lines were added, not by one ``.opts`` call each."""
+    keeps the number of Bokeh renderers, and so the render time, low. The lines' styles
+    (colour, dash, and a lighter alpha for the shipped example beside measured rows) are given
+    once, as cycles in the order the lines were added, not by one ``.opts`` call each."""
 
     def __init__(self, y: hv.Dimension, hover: list[str], tooltips: list[tuple[str, str]]):
         self.y, self.hover, self.tooltips = y, hover, tooltips
         self.curves: list[hv.Curve] = []
-        self.styles: list[tuple[str, str]] = []
+        self.styles: list[tuple[str, str, float]] = []
         self.points: list[pd.DataFrame] = []
 
     def add(self, part: pd.DataFrame, column: str, label: str, color: str, dash: str = "solid",
             scale: float = 1.0, alpha: float = 1.0) -> None:
         data = pd.DataFrame({"n_states": part["n_states"].astype(float).to_numpy(),
                              self.y.name: part[column].astype(float).to_numpy() * scale})
-        if alpha >= 1.0:
-            self.curves.append(hv.Curve(data, N_DIM, [self.y], label=label))
-            self.styles.append((color, dash))
+        self.curves.append(hv.Curve(data, N_DIM, [self.y], label=label))
+        self.styles.append((color, dash, alpha))
         for h in self.hover:
             data[h] = part[h].to_numpy() if h in part else ""
         data["line"] = label
@@ -263,9 +263,9 @@ class _Figure:
                              yticks=_ticks_for(points[self.y.name]) or None),
         }
         if self.curves:
-            colors, dashes = zip(*self.styles)
+            colors, dashes, alphas = zip(*self.styles)
             options["Curve"] = dict(color=hv.Cycle(list(colors)), line_dash=hv.Cycle(list(dashes)),
-                                    line_width=2, tools=[])
+                                    line_alpha=hv.Cycle(list(alphas)), line_width=2, tools=[])
         return hv.Overlay([*self.curves, scatter]).opts(options, backend="bokeh")
 
 

@@ -132,7 +132,7 @@ def run_one(spec: Spec, executor: cf.Executor, *, timeout: float | None | str = 
     row["run_id"] = run_id
     row["problem_source"] = problem_source(spec.problem)
     if store is not None:
-        row["id"] = store.add(row, rollout)
+        row["id"] = store_row(store, row, rollout)
     return row, future
 
 
@@ -143,6 +143,17 @@ def problem_source(name: str) -> str | None:
     try:
         return get_problem(name).source
     except ValueError:
+        return None
+
+
+def store_row(store: Any, row: dict[str, Any], rollout: Any) -> int | None:
+    """Store a finished row; its id, or ``None`` when the store stayed locked (or refused the
+    write) and the row was kept in the store's side file, to be added by its next write."""
+    from ._store import RowPending  # noqa: PLC0415
+
+    try:
+        return store.add(row, rollout)
+    except RowPending:  # kept, not lost; the store has warned (StoreWarning)
         return None
 
 

@@ -4,19 +4,22 @@ stored the moment each finishes."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import itertools
 import threading
+import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 
 from . import _validate as v
-from ._run import problem_source, run_one, submit
+from ._run import problem_source, run_one, store_row, submit
 from ._spec import Spec
-from ._store import COLUMNS, Store, to_frame
+from ._store import COLUMNS, Store, StoreWarning, to_frame
 from ._worker import DEFAULT_TIMEOUT_S, WorkerError, WorkerExecutor, check_python
 
 
@@ -124,7 +127,11 @@ def sweep(
     Returns:
       One row per measurement (see ``explorer.COLUMNS``), failures included with their status.
       An interrupt (Ctrl-C) kills the running measurement, stores nothing for it and
-      propagates; rows finished before it are stored.
+      propagates; rows finished before it are stored. A row finished while the store stays
+      locked by another process is kept in the store's side file (its ``id`` is empty here)
+      and added to the store by its next write; a :class:`explorer.StoreWarning` says so.
+      Another sweep measuring into the same store from this machine is warned about too
+      (both measure the cases they share, and their timings overlap on the same cores).
     """
     specs = sweep_specs(problem, representations, n_states, horizons, targets, unroll=unroll,
                         repeats=repeats, backend=backend, rollouts=rollouts, memory=memory)
@@ -148,7 +155,12 @@ def sweep(
             executor = WorkerExecutor(timeout=timeout,
                                       python=None if python is None else check_python(python))
     run_id = run_id or uuid.uuid4().hex[:12]
+    marks = contextlib.ExitStack()
     try:
+        if db is not None and client is None:  # a local sweep: say if another one measures here
+            others = marks.enter_context(db.sweeping(run_id))
+            if others:
+                warnings.warn(_overlap(db, others), StoreWarning, stacklevel=2)
         if backend is not None:  # bad input: one error now, not one failed row per case
             from ._jobs import check_backend  # noqa: PLC0415
 
@@ -189,7 +201,16 @@ def sweep(
             executor.shutdown(wait=True, cancel_futures=True)
         if own_client:
             client.close()
+        marks.close()
     return to_frame(rows)
+
+
+def _overlap(db: Store, others: list[dict[str, Any]]) -> str:
+    which = ", ".join(f"pid {o['pid']}, run {o['run_id']}, started "
+                      f"{time.strftime('%H:%M:%S', time.localtime(o['started_at']))}"
+                      for o in others)
+    return (f"another sweep is measuring into {db.path} on this host ({which}): cases both "
+            "ask for are measured twice, and the timings of both overlap on the same cores")
 
 
 def _on_cluster(client: Any, specs: list[Spec], done_rows: dict, db: Store | None, run_id: str,
@@ -216,7 +237,7 @@ def _on_cluster(client: Any, specs: list[Spec], done_rows: dict, db: Store | Non
             row["run_id"] = run_id
             row["problem_source"] = problem_source(spec.problem)
             if db is not None:
-                row["id"] = db.add(row, result["rollout"])
+                row["id"] = store_row(db, row, result["rollout"])
             found[spec.key] = row
             if progress:
                 progress(SweepEvent(len(found), len(specs), spec, row))

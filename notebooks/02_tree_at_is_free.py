@@ -168,7 +168,7 @@ raw_b = explorer.program_texts(run_tuple, state_tuple, dx_array)["stablehlo"]
 changed = [line for line in difflib.unified_diff(raw_a.splitlines(), raw_b.splitlines(), lineterm="", n=0)
            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 print(f"{len(changed)} changed lines out of {len(raw_a.splitlines())}:")
-print("\n".join(line[:160] for line in changed))
+print("\n".join(changed))   # whole lines: a cut one could hide what differs
 assert all(("jit_run_" in line) or ("result_info" in line) for line in changed)
 
 # %% [markdown]

@@ -65,6 +65,8 @@ def test_cli_sweep_list_export_fit(tmp_path):
     (["sweep", "-r", "dict,tuple"], "unknown representation 'tuple'; choose one of: dict, array, unflatten, ravel, module, struct, named, packed"),
     (["sweep", "--targets", "hessian"], "unknown target 'hessian'; choose one of: loss, grad"),
     (["sweep", "--timeout", "soon"], "'soon'"),
+    (["sweep", "--lock-wait", "-1"], "lock-wait must be a number of seconds >= 0, got '-1'"),
+    (["sweep", "--lock-wait", "soon"], "lock-wait must be a number of seconds >= 0, got 'soon'"),
     (["sweep", "--repeats", "0"], "between 1 and 100"),
     (["list", "--last", "-1"], "between 1 and"),
     (["export", "out.xlsx"], "use a .csv or .parquet file name"),

@@ -37,6 +37,8 @@ def test_compare_tree_at_module_equals_tuple():
     assert verdict.same_jaxpr and verdict.same_hlo
     assert verdict.jaxpr_diff == "" and verdict.hlo_diff == ""
     assert "identical" in str(verdict)
+    assert verdict.op_summary == "" and verdict.distinct == ()
+    assert verdict.ops_a == verdict.ops_b and verdict.ops_a["scan"] == 1
 
 
 def test_compare_different_programs_gives_a_diff():
@@ -65,3 +67,24 @@ def test_compare_bad_arguments_are_one_line():
         explorer.compare(f, x, f, (x,))  # an array is not unpacked into its rows
     with pytest.raises(ValueError, match="labels must be two strings"):
         explorer.compare(f, (x,), f, (x,), labels=("x",))
+
+
+def test_a_diff_leads_with_the_operation_counts_then_the_distinct_lines():
+    """dict against array: a room reads "N × mul against 1 × mul" before any diff line."""
+    n = 7
+    dict_ = explorer.build_case("decay", "dict", n, 4)
+    array = explorer.build_case("decay", "array", n, 4)
+    verdict = explorer.compare(dict_.function("loss"), dict_.args, array.function("loss"),
+                               array.args, labels=("dict", "array"))
+    assert sum(verdict.ops_a.values()) == verdict.eqns_a
+    assert sum(verdict.ops_b.values()) == verdict.eqns_b
+    assert verdict.ops_a["mul"] >= 2 * n > verdict.ops_b["mul"]  # per name against once
+    first, second = verdict.op_summary.splitlines()
+    assert first.startswith("dict: ") and second.startswith("array: ")
+    assert f"{verdict.ops_a['mul']} × mul" in first and f"{verdict.ops_b['mul']} × mul" in second
+    # Side by side: only lines that differ, each pair one line of each program.
+    assert verdict.distinct and all(len(pair) == 2 for pair in verdict.distinct)
+    assert any("mul" in a for a, _ in verdict.distinct)
+    short = explorer.compare(dict_.function("loss"), dict_.args, array.function("loss"),
+                             array.args, max_diff_lines=3)
+    assert len(short.distinct) == 4 and short.distinct[-1][0].startswith("... (")

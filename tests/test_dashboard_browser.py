@@ -32,6 +32,8 @@ def _open(page, url):
     page.goto(url)
     expect(page.locator(".bk-Figure")).to_have_count(4, timeout=LOAD_S)
     expect(page.get_by_text("Status:")).to_be_visible(timeout=LOAD_S)
+    # The results table is sent once the page has drawn (after the plots).
+    expect(page.locator(".tabulator")).to_be_visible(timeout=LOAD_S)
 
 
 def _set_number(page, label: str, value: int) -> None:
@@ -58,6 +60,20 @@ def _plotted(page) -> set[tuple[str, float]]:
     return {(line, n) for line, n in pairs}
 
 
+def _foreign_requests(page) -> list[str]:
+    """Every request the page makes to a host other than its own server (the page must work
+    offline: no CDN, no web font)."""
+    foreign: list[str] = []
+
+    def record(request) -> None:
+        url = request.url
+        if not url.startswith(("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:")):
+            foreign.append(url)
+
+    page.on("request", record)
+    return foreign
+
+
 def _shot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / name), full_page=True)
@@ -80,6 +96,7 @@ def test_run_adds_a_row_to_the_table_and_to_the_plots(page, served_app):
     from playwright.sync_api import expect  # noqa: PLC0415
 
     errors = _console_errors(page)
+    foreign = _foreign_requests(page)
     _open(page, served_app)
     _set_number(page, "or any N", 3)
     _set_number(page, "Horizon", 6)
@@ -103,6 +120,9 @@ def test_run_adds_a_row_to_the_table_and_to_the_plots(page, served_app):
     expect(page.locator("pre.program-text", has_text="stablehlo.").first).to_be_visible()
     _shot(page, "programs.png")
     page.locator(".bk-tab", has_text="Results").click()
+    page.locator(".bk-tab", has_text="Programs").click()  # a second visit asks nothing either
+    page.wait_for_timeout(500)
+    page.locator(".bk-tab", has_text="Results").click()
     # The results and the plots leave the page as files.
     with page.expect_download() as csv:
         page.get_by_role("button", name="Download results (CSV)").click()
@@ -115,6 +135,7 @@ def test_run_adds_a_row_to_the_table_and_to_the_plots(page, served_app):
     assert exported.startswith(b"<!DOCTYPE html>") and b"Bokeh" in exported
     page.wait_for_timeout(500)
     assert errors == []
+    assert foreign == [], foreign
 
 
 def test_selection_stays_on_its_row_when_new_rows_arrive(page, served_app):
@@ -153,6 +174,9 @@ def test_bad_input_shows_an_alert_and_the_page_stays_alive(page, served_app):
     alert = page.locator(".alert", has_text="Bad input")
     expect(alert).to_be_visible(timeout=10_000)
     expect(alert).to_contain_text("n_states")
+    # Said where the eye is too: under the Run button, and in the status line.
+    expect(page.locator(".input-error")).to_contain_text("n_states")
+    expect(page.get_by_text(re.compile(r"Run not started: "))).to_be_visible()
     _shot(page, "bad-input.png")
     page.get_by_role("button", name="Dismiss").click()
     expect(alert).to_be_hidden()

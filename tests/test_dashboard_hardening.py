@@ -82,6 +82,8 @@ def _wait_rendered(page) -> None:
 
     expect(page.locator(".bk-Figure")).to_have_count(4, timeout=LOAD_MS)
     expect(page.get_by_text("Status:")).to_be_visible(timeout=LOAD_MS)
+    # The results table is sent once the page has drawn (after the plots).
+    expect(page.locator(".tabulator")).to_be_visible(timeout=LOAD_MS)
 
 
 def _box(page, label: str):

@@ -166,3 +166,12 @@ def test_measure_is_cold_even_with_a_persistent_cache_configured(tmp_path):
     assert result["hits_during_measures"] == 0
     assert result["cache_flag_after"] is True
     assert result["hits_after"] >= 1
+
+
+def test_program_texts_reports_each_stage_as_it_starts():
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    stages = []
+    texts = explorer.program_texts(lambda x: jnp.sin(x) * 2, jnp.ones(3), on_stage=stages.append)
+    assert stages == ["trace", "lower", "compile", "print"]
+    assert "sin" in texts["jaxpr"]

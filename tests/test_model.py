@@ -30,7 +30,7 @@ def _labels(overlay) -> list[str]:
 
 
 def _measured(m: ExplorerModel):
-    frame = m.results
+    frame = m.results.frame
     return frame[frame["source"] == "measured"]
 
 
@@ -51,18 +51,19 @@ def test_importing_the_model_and_plots_does_not_import_panel():
 
 
 def test_first_view_is_the_shipped_example_labelled_with_its_machine(model):
-    frame = model.results
+    frame = model.results.frame
     assert not frame.empty and set(frame["source"]) == {"example"}
-    assert model.show_example
+    assert model.results.show_example
     assert (frame["id"] < 0).all()  # never clashes with stored ids
     first = frame.iloc[0]
-    assert first["host"] in model.example_label and first["jax_version"] in model.example_label
-    model.n_states, model.horizon = 100, 200  # the example's horizon
-    labels = _labels(model.compile_plot())
+    assert first["host"] in model.results.example_label
+    assert first["jax_version"] in model.results.example_label
+    model.controls.param.update(n_states=100, horizon=200)  # the example's horizon
+    labels = _labels(model.view.compile_plot())
     assert any(label.startswith("dict k=") for label in labels)
     # The example ships rollouts at N=10: the rollout plot shows them at once.
-    assert _labels(model.rollout_plot())
-    assert model.rollout_states
+    assert _labels(model.view.rollout_plot())
+    assert model.view.rollout_states
 
 
 def test_stored_rows_replace_the_example_on_load(tmp_path, executor):
@@ -72,45 +73,46 @@ def test_stored_rows_replace_the_example_on_load(tmp_path, executor):
                "lower_s": 0.01, "backend": "cpu"})
     m = ExplorerModel(store=store, executor=executor)
     try:
-        assert not m.show_example
-        assert list(m.results["source"]) == ["measured"]
+        assert not m.results.show_example
+        assert list(m.results.frame["source"]) == ["measured"]
         # The page opens on the slice of the latest stored row, so its plots are not empty.
-        assert (m.horizon, m.n_states, m.show_target) == (5, 3, "loss")
-        assert [label.split(" ")[0] for label in _labels(m.compile_plot())] == ["array"]
-        m.show_example = True
-        assert {"example", "measured"} == set(m.results["source"])
+        assert (m.controls.horizon, m.controls.n_states, m.view.show_target) == (5, 3, "loss")
+        assert [label.split(" ")[0] for label in _labels(m.view.compile_plot())] == ["array"]
+        m.results.show_example = True
+        assert {"example", "measured"} == set(m.results.frame["source"])
     finally:
         m.close()
 
 
 def test_run_measures_stores_and_plots(model):
-    model.representations = ["dict", "array"]
+    model.controls.representations = ["dict", "array"]
     assert model.run()
-    assert model.running
+    assert model.jobs.running
     assert model.wait(WAIT_S)
     rows = _measured(model)
     assert sorted(rows["representation"]) == ["array", "dict"]
     assert set(rows["status"]) == {"ok"}, rows[["status", "error"]]
     assert (rows["compile_s"] > 0).all() and (rows["hlo_pre_bytes"] > 0).all()
-    assert not model.running and "finished" in model.status and model.alert == ""
+    assert not model.jobs.running and "finished" in model.session.status
+    assert model.session.alert == ""
     stored = model.store.rows()
     assert sorted(stored["id"]) == sorted(rows["id"])
 
-    model.show_example = False
-    for plot in (model.compile_plot(), model.size_plot(), model.runtime_plot()):
+    model.results.show_example = False
+    for plot in (model.view.compile_plot(), model.view.size_plot(), model.view.runtime_plot()):
         labels = _labels(plot)
         assert any(label.startswith("dict") for label in labels), labels
         assert any(label.startswith("array") for label in labels), labels
     # Rollouts are captured below the cap and drawn one curve set per representation.
-    assert model.n_states <= ROLLOUT_MAX_N
-    rollout_labels = set(_labels(model.rollout_plot()))
+    assert model.controls.n_states <= ROLLOUT_MAX_N
+    rollout_labels = set(_labels(model.view.rollout_plot()))
     assert rollout_labels == {"dict", "array"}
-    assert model.rollout_states == ["state_0", "state_1", "state_2"]
+    assert model.view.rollout_states == ["state_0", "state_1", "state_2"]
     # The trajectories came in a job of their own, after the row, and are stored with it.
     for row_id in rows["id"]:
         names, data = model.store.rollout(int(row_id))
         assert names == ["state_0", "state_1", "state_2"] and data.shape == (5, 3)
-    assert b"compile_s" in model.csv_bytes().splitlines()[0]
+    assert b"compile_s" in model.results.csv_bytes().splitlines()[0]
 
 
 def test_bad_input_shows_an_alert_and_never_raises(model):
@@ -118,42 +120,44 @@ def test_bad_input_shows_an_alert_and_never_raises(model):
                          (dict(horizon=0), "horizon"), (dict(representations=[]), "representation"),
                          (dict(unroll=0), "unroll"), (dict(n_states=None), "n_states"),
                          (dict(timeout_s=0.0), "timeout")):
-        with model.param.update(**change):
+        with model.controls.param.update(**change):
             assert model.run() is False
-            assert word in model.alert and model.alert_kind == "danger"
-            assert not model.running
-    model.sweep_n_states = []
-    assert model.sweep() is False and "state count" in model.alert
-    assert model.inspect(row_id=123456) is False and model.alert
+            assert word in model.session.alert and model.session.alert_kind == "danger"
+            assert not model.jobs.running
+    model.controls.sweep_n_states = []
+    assert model.sweep() is False and "state count" in model.session.alert
+    assert model.inspect(row_id=123456) is False and model.session.alert
     assert _measured(model).empty
 
 
 def test_cancel_stops_a_long_run_and_the_worker_serves_the_next(model):
-    model.param.update(representations=["dict"], n_states=1000, horizon=200, target="grad")
+    model.controls.param.update(representations=["dict"], n_states=1000, horizon=200,
+                                target="grad")
     assert model.run()
-    assert _wait_until(lambda: "stage" in model.status, 60), model.status
+    assert _wait_until(lambda: "stage" in model.session.status, 60), model.session.status
     model.cancel()
     assert model.wait(60)
     rows = _measured(model)
     assert list(rows["status"]) == ["cancelled"]
-    assert model.alert_kind == "info" and "Cancelled" in model.alert
-    assert "cancelled" in model.status and not model.running and not model.busy
+    assert model.session.alert_kind == "info" and "Cancelled" in model.session.alert
+    assert "cancelled" in model.session.status
+    assert not model.jobs.running and not model.jobs.busy
     # The worker was replaced; the next run works.
-    model.param.update(**TINY, representations=["array"])
+    model.controls.param.update(**TINY, representations=["array"])
     assert model.run() and model.wait(WAIT_S)
     assert list(_measured(model)["status"]) == ["cancelled", "ok"]
     # An earlier cancel never stops later work.
     assert model.inspect(int(_measured(model)["id"].iloc[-1])) and model.wait(WAIT_S)
-    assert model.program.get("jaxpr") and model.alert == ""
+    assert model.programs.program.get("jaxpr") and model.session.alert == ""
 
 
 def test_a_timeout_is_an_alert_and_the_row_is_kept(model):
-    model.param.update(representations=["dict"], n_states=1000, horizon=200, target="grad",
-                       timeout_s=1.0)
+    model.controls.param.update(representations=["dict"], n_states=1000, horizon=200,
+                                target="grad", timeout_s=1.0)
     assert model.run() and model.wait(WAIT_S)
     rows = _measured(model)
     assert list(rows["status"]) == ["timeout"]
-    assert model.alert_kind == "danger" and "Timed out" in model.alert
+    assert model.session.alert_kind == "danger" and "Timed out" in model.session.alert
     assert model.store.rows()["status"].tolist() == ["timeout"]
 
 
@@ -188,23 +192,33 @@ def test_a_session_sees_rows_other_sessions_stored(tmp_path, executor):
 
 
 def test_inspect_and_compare_programs(model):
-    model.representations = ["dict"]
+    model.controls.representations = ["dict"]
     assert model.run() and model.wait(WAIT_S)
-    model.selected = int(_measured(model)["id"].iloc[0])
+    programs = model.programs
+    programs.selected = int(_measured(model)["id"].iloc[0])
     assert model.inspect() and model.wait(WAIT_S)
-    assert "scan" in model.program["jaxpr"]
-    assert "stablehlo" in model.program["stablehlo"] or "func.func" in model.program["stablehlo"]
-    assert model.blame_table is not None and int(model.blame_table["eqns"].sum()) > 0
-    model.param.update(compare_a="module", compare_b="struct")
+    assert "scan" in programs.program["jaxpr"]
+    assert ("stablehlo" in programs.program["stablehlo"]
+            or "func.func" in programs.program["stablehlo"])
+    assert programs.blame_table is not None and int(programs.blame_table["eqns"].sum()) > 0
+    programs.param.update(compare_a="module", compare_b="struct")
     assert model.compare() and model.wait(WAIT_S)
-    assert model.comparison["verdict"]
-    assert "jaxpr_diff" in model.comparison and model.alert == ""
+    assert programs.comparison["verdict"]
+    assert "jaxpr_diff" in programs.comparison and model.session.alert == ""
+    assert programs.comparison["same_hlo"]  # module and struct: the same program to XLA
+    assert programs.comparison["op_summary"] == "" and programs.comparison["distinct"] == ()
+    programs.param.update(compare_a="dict", compare_b="array")
+    assert model.compare() and model.wait(WAIT_S)
+    dict_line, array_line = programs.comparison["op_summary"].splitlines()
+    assert dict_line.startswith("dict: ") and array_line.startswith("array: ")
+    assert programs.comparison["distinct"] and programs.comparison["labels"] == ("dict", "array")
 
 
 def test_backends_come_from_the_worker(model):
-    assert _wait_until(lambda: model.backends_known, 60)
-    assert "cpu" in model.param.backend.objects
-    assert model.backend in model.param.backend.objects
+    controls = model.controls
+    assert _wait_until(lambda: controls.backends_known, 60)
+    assert "cpu" in controls.param.backend.objects
+    assert controls.backend in controls.param.backend.objects
 
 
 def test_export_html_is_standalone(model):
@@ -224,12 +238,13 @@ def test_default_backend_is_the_accelerator_once_the_worker_answers(tmp_path, ex
     m = ExplorerModel(store=tmp_path / "a.sqlite", executor=executor)
     other = ExplorerModel(store=tmp_path / "b.sqlite", executor=executor)
     try:
-        assert m.backend == "cpu" and not m.backends_known  # shown before the worker answers
+        c = m.controls
+        assert c.backend == "cpu" and not c.backends_known  # shown before the worker answers
         answer.set_result(["cpu", "gpu"])
-        assert m.backend == "gpu" and m.param.backend.objects == ["cpu", "gpu"]
-        assert other.backend == "gpu"  # every session gets the one answer
-        m.backend = "cpu"
-        assert m.backend == "cpu"
+        assert c.backend == "gpu" and c.param.backend.objects == ["cpu", "gpu"]
+        assert other.controls.backend == "gpu"  # every session gets the one answer
+        c.backend = "cpu"
+        assert c.backend == "cpu"
     finally:
         m.close()
         other.close()
@@ -241,13 +256,14 @@ def test_pages_showing_the_same_results_share_their_plots(tmp_path, executor):
     b = ExplorerModel(store=db, executor=executor, n_states=100, horizon=200)
     try:
         for name in ("compile_plot", "size_plot", "runtime_plot", "rollout_plot"):
-            assert getattr(a, name)() is getattr(b, name)(), name  # built once, drawn twice
-        b.stage = "all stages"
-        assert a.compile_plot() is not b.compile_plot()
-        assert len(_labels(b.compile_plot())) == 3 * len(_labels(a.compile_plot()))
-        b.show_example = False  # other results: other plots, never a stale one
-        assert a.size_plot() is not b.size_plot()
-        assert any(isinstance(el, hv.Text) for el in b.size_plot())  # "no measurements here"
+            # built once, drawn twice
+            assert getattr(a.view, name)() is getattr(b.view, name)(), name
+        b.view.stage = "all stages"
+        assert a.view.compile_plot() is not b.view.compile_plot()
+        assert len(_labels(b.view.compile_plot())) == 3 * len(_labels(a.view.compile_plot()))
+        b.results.show_example = False  # other results: other plots, never a stale one
+        assert a.view.size_plot() is not b.view.size_plot()
+        assert any(isinstance(el, hv.Text) for el in b.view.size_plot())  # "no measurements here"
     finally:
         a.close()
         b.close()
@@ -257,35 +273,107 @@ def test_redraws_wait_for_the_page_and_changes_that_come_together_draw_once(tmp_
     m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor)
     try:
         queue: list = []
-        m.dispatch = queue.append  # the page's event loop, run by hand
-        ticks = lambda: (m._compile_tick, m._metrics_tick)  # noqa: E731
-        before = ticks()
-        m.stage = "trace"
-        m.stage = "lower"
-        m.horizon = 100
-        assert ticks() == before  # nothing redrawn yet: the widget's own answer goes first
-        redraws = [fn for fn in queue if fn == m._flush_redraw]
-        assert len(redraws) == 1
-        queue.clear()
-        redraws[0]()
-        # The compile-time plot first, on its own turn; the other plots on the next one.
-        assert ticks() == (before[0] + 1, before[1])
-        assert queue == [m._flush_redraw]
-        queue.pop()()
-        assert ticks() == (before[0] + 1, before[1] + 1)
-        assert "(decay, H=100, loss)" in m.compile_plot().opts.get().kwargs["title"]
+        m.session.dispatch = queue.append  # the page's event loop, run by hand
+
+        def turn() -> None:
+            fns = list(queue)
+            queue.clear()
+            for fn in fns:
+                fn()
+
+        drawn: list[str] = []  # every query set is one redraw of the plots that read it
+        m.view.param.watch(lambda e: drawn.append(e.name), ["compile_query", "metrics_query"])
+        m.view.stage = "trace"
+        m.view.stage = "lower"
+        m.controls.horizon = 100
+        assert drawn == []  # nothing redrawn yet: the widget's own answer goes first
+        assert m.view.compile_query["stage"] == "total"
+        turn()
+        # The compile-time plot first, on its own turn, once for the three changes...
+        assert drawn == ["compile_query"]
+        assert m.view.compile_query["stage"] == "lower"
+        assert m.view.compile_query["filters"]["horizon"] == 100
+        assert m.view.metrics_query["filters"]["horizon"] == 200
+        turn()
+        # ...the other plots on the next one.
+        assert drawn == ["compile_query", "metrics_query"]
+        assert m.view.metrics_query["filters"]["horizon"] == 100
+        assert "(decay, H=100, loss)" in m.view.compile_plot().opts.get().kwargs["title"]
     finally:
         m.close()
 
 
 def test_an_invalid_horizon_keeps_the_plots_and_says_why(model):
-    ticks = model._compile_tick
-    model.horizon = 0
-    assert model._compile_tick == ticks  # nothing redrawn for a value no row can have
-    assert "horizon" in model.alert and model.alert.startswith("Bad input")
-    assert "horizon" in model.status
-    # (the page draws only when a tick moves: the plots on it stay as they were)
-    model.horizon = None
-    assert model._compile_tick == ticks and "horizon" in model.status
-    model.horizon = 200
-    assert model._compile_tick > ticks and model.alert == ""
+    def drawn():
+        return model.view.compile_query["filters"]["horizon"]
+
+    assert drawn() == 5
+    model.controls.horizon = 0
+    assert drawn() == 5  # nothing redrawn for a value no row can have
+    assert "horizon" in model.session.alert and model.session.alert.startswith("Bad input")
+    assert "horizon" in model.session.status
+    # (the page draws only when a query changes: the plots on it stay as they were)
+    model.controls.horizon = None
+    assert drawn() == 5 and "horizon" in model.session.status
+    model.controls.horizon = 200
+    assert drawn() == 200 and model.session.alert == ""
+
+
+def test_parameters_given_by_name_go_to_their_part(tmp_path, executor):
+    m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor, n_states=7, stage="trace",
+                      compare_a="struct")
+    try:
+        assert (m.controls.n_states, m.view.stage, m.programs.compare_a) == (7, "trace", "struct")
+    finally:
+        m.close()
+    with pytest.raises(ValueError, match="unknown parameter.*n_state"):
+        ExplorerModel(store=tmp_path / "r.sqlite", executor=executor, n_state=7)
+
+
+def test_rows_that_arrive_while_the_page_is_busy_are_added_in_one_update(tmp_path, executor):
+    m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor)
+    try:
+        queue: list = []
+        m.session.dispatch = queue.append  # the page's event loop, run by hand
+        updates: list[int] = []
+        m.results.param.watch(lambda e: updates.append(len(e.new)), "frame")
+        shown = len(m.results.frame)
+        row = {"problem": "decay", "representation": "array", "n_states": 3, "horizon": 5,
+               "target": "loss", "unroll": 1, "status": "ok", "compile_s": 0.1}
+        m.results.add_row(dict(row))
+        m.results.add_row(dict(row, representation="dict"))
+        assert updates == [] and len(m.store.rows()) == 2  # stored at once, shown on the page
+        while queue:
+            queue.pop(0)()
+        assert updates == [shown + 2]  # both rows, one redraw
+    finally:
+        m.close()
+
+
+def test_before_inspecting_a_row_the_page_says_what_it_is_and_how_big():
+    from explorer._model_programs import LARGE_EQNS, _before_inspecting
+
+    small = {"status": "ok", "jaxpr_eqns": 120, "n_states": 10}
+    assert _before_inspecting(1, small) == ""
+    cancelled = _before_inspecting(7, {"status": "cancelled", "jaxpr_eqns": None,
+                                       "n_states": 3000})
+    assert "Row 7 is cancelled" in cancelled and "unknown" in cancelled
+    assert "Cancel stops it" in cancelled
+    huge = _before_inspecting(2, {"status": "ok", "jaxpr_eqns": LARGE_EQNS + 1, "n_states": 5})
+    assert f"{LARGE_EQNS + 1:,} jaxpr equations" in huge and "Row" not in huge
+
+
+def test_bad_input_is_said_next_to_the_fields_and_in_the_status(model):
+    controls = model.controls
+    assert controls.input_error == ""
+    controls.horizon = 0
+    assert "horizon" in controls.input_error
+    controls.horizon = 5
+    assert controls.input_error == ""
+    controls.n_states = 20000
+    assert "n_states" in controls.input_error
+    assert not model.run()
+    assert "n_states" in controls.input_error and model.session.status.startswith(
+        "Run not started: ")
+    controls.n_states = 3
+    assert controls.input_error == ""

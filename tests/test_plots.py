@@ -115,16 +115,19 @@ def test_lines_are_told_apart_by_what_varies():
                    ignore_index=True)
     labels = {label.split(" k=")[0] for label in _labels(_plots.runtime_plot(df))}
     assert labels == {"dict loss", "dict grad"}
-    # Beside measured rows, the shipped example is faded points without a line of its own.
+    # Beside measured rows, the shipped example stays a line, lighter, in the legend as
+    # "dict example".
     example = _rows(reps=("dict",)).assign(source="example")
     both = pd.concat([example, _rows(reps=("dict",))], ignore_index=True)
     plot = _plots.compile_time_plot(both)
-    assert {label.split(" k=")[0] for label in _labels(plot)} == {"dict"}
+    assert {label.split(" k=")[0] for label in _labels(plot)} == {"dict", "dict example"}
     points = _elements(plot, hv.Scatter)[0].dframe()
     faded = points[points["line"].str.startswith("dict example")]
     assert len(faded) == 3 and (faded["alpha"] < 1).all()
     assert (points.loc[~points.index.isin(faded.index), "alpha"] == 1).all()
-    assert len(_drawn_lines(plot)) == 1
+    fig = _render(plot)
+    alphas = sorted(r.glyph.line_alpha for r in fig.renderers if type(r.glyph).__name__ == "Line")
+    assert len(alphas) == 2 and alphas[0] < 1 == alphas[1]
     # The example alone is drawn with lines, as anything measured is.
     assert len(_drawn_lines(_plots.compile_time_plot(example))) == 1
 

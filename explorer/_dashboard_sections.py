@@ -1,0 +1,404 @@
+"""The sections of the dashboard page, one small ``pn.viewable.Viewer`` each.
+
+Each is built around the page's :class:`ExplorerModel` and reads or sets the params of the part
+it shows; :class:`explorer._dashboard.Dashboard` lays them out.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from typing import Any
+
+import pandas as pd
+import panel as pn
+import param
+
+from ._blame import BLAME_COLUMNS
+from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
+
+__all__ = ["ControlsSection", "MessagesSection", "PlotsSection", "ProgramsSection",
+           "ResultsSection", "program_html", "side_by_side_html"]
+
+# Wide enough for each header (its name, the sort arrow) and for typical values.
+_COLUMN_WIDTHS = {name: max(width, 11 * len(name) + 44) for name, width in {
+    "id": 60, "source": 85, "problem": 85, "representation": 115, "target": 65, "n_states": 80,
+    "horizon": 70, "unroll": 60, "status": 75, "trace_s": 80, "lower_s": 80, "compile_s": 90,
+    "hlo_pre_bytes": 115, "hlo_post_bytes": 120, "jaxpr_eqns": 90, "run_s": 95, "backend": 75,
+    "device_kind": 100, "jax_version": 95, "host": 130, "error": 320,
+}.items()}
+
+
+_DIFF_COLORS = {"+": "#e6ffec", "-": "#ffebe9", "@": "#ddf4ff"}
+
+
+def program_html(text: str, diff: bool = False) -> str:
+    """Program text as escaped, scrollable HTML (a unified diff gets its lines coloured).
+
+    A ``<pre>`` rather than a code editor: the texts are read-only, the browser's own search
+    finds words anywhere in them, and the page does not load an editor it rarely shows.
+    """
+    if not text:
+        return ""
+    if diff:
+        lines = []
+        for line in text.splitlines():
+            color = _DIFF_COLORS.get(line[:1]) if not line.startswith(("+++", "---")) else None
+            escaped = html.escape(line)
+            lines.append(f'<span style="background:{color}">{escaped}</span>' if color
+                         else escaped)
+        body = "\n".join(lines)
+    else:
+        body = html.escape(text)
+    return f'<pre class="program-text">{body}</pre>'
+
+
+def side_by_side_html(comparison: dict) -> str:
+    """The jaxpr lines found in only one of two programs, in two columns (escaped HTML)."""
+    pairs = comparison.get("distinct") or ()
+    if not comparison:
+        return ""
+    if not pairs:
+        return '<p class="side-by-side">No jaxpr line differs.</p>'
+    left, right = (html.escape(label) for label in comparison.get("labels", ("a", "b")))
+    cell = ('<td style="vertical-align:top;white-space:pre;font-family:monospace;'
+            'font-size:12px;padding:0 8px;background:{}">{}</td>')
+    rows = "".join(
+        "<tr>" + cell.format("#ffebe9" if a else "transparent", html.escape(a))
+        + cell.format("#e6ffec" if b else "transparent", html.escape(b)) + "</tr>"
+        for a, b in pairs)
+    return ('<table class="side-by-side" style="border-collapse:collapse;width:100%">'
+            f'<thead><tr><th style="text-align:left">only in {left}</th>'
+            f'<th style="text-align:left">only in {right}</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>")
+
+
+_PRE_STYLE = {"overflow": "auto", "font-size": "12px", "border": "1px solid #ddd",
+              "background": "#fafafa", "padding": "0 6px"}
+
+
+def _md(*args: Any, **params: Any) -> pn.pane.Markdown:
+    # No LaTeX: a "$" in a message or a label is a dollar sign, and the page needs no MathJax.
+    return pn.pane.Markdown(*args, disable_math=True, **params)
+
+
+def _text_view(text: Any, diff: bool = False) -> pn.pane.HTML:
+    return pn.pane.HTML(pn.bind(program_html, text, diff), sizing_mode="stretch_width",
+                        height=420, styles=_PRE_STYLE, disable_math=True)
+
+
+
+def _guard(model: ExplorerModel, action: Any) -> Any:
+    """A click handler that runs ``action`` and turns any unexpected error into an alert: a
+    user action never kills the page or leaves only a traceback in the server log."""
+
+    def handler(event: Any) -> None:
+        try:
+            action()
+        except Exception as err:  # noqa: BLE001
+            model.session.show(f"Unexpected error: {type(err).__name__}: {err}", "danger")
+
+    return handler
+
+
+class _Section(pn.viewable.Viewer):
+    """One part of the page, built around the page's model."""
+
+    model = param.ClassSelector(class_=ExplorerModel)
+
+    def __init__(self, model: ExplorerModel, **params: Any):
+        super().__init__(model=model, **params)
+        self._layout = self._build()
+
+    def _build(self) -> pn.viewable.Viewable:
+        raise NotImplementedError
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self._layout
+
+
+class ControlsSection(_Section):
+    """The sidebar: what to measure, and Run / Sweep / Cancel."""
+
+    def _build(self) -> pn.Column:
+        m, c = self.model, self.model.controls
+        w = pn.widgets
+        # "other" (0) stands for a value typed in the box below, so the list never lies.
+        self._n_preset = w.Select(label="State count N (presets)",
+                                  options={"other": 0, **{f"{n:,}": n for n in N_CHOICES}},
+                                  value=c.n_states if c.n_states in N_CHOICES else 0)
+        self._n_preset.param.watch(self._preset_chosen, "value")
+        c.param.watch(self._n_changed, "n_states")
+        # No ``start`` or ``end`` on the number inputs: an out-of-range value reaches the model,
+        # whose check (the core's own) explains the limit in an alert. With bounds, Bokeh's
+        # spinner silently puts the previous value back (typing 0 would re-run the old N).
+        number = dict(start=None, end=None)
+        running = m.jobs.param.running
+        run = w.Button(label="Run", color="primary", disabled=running,
+                       sizing_mode="stretch_width")
+        sweep = w.Button(label="Sweep", color="primary", variant="outline", disabled=running,
+                         sizing_mode="stretch_width")
+        cancel = w.Button(label="Cancel", color="danger",
+                          disabled=pn.bind(lambda busy: not busy, m.jobs.param.busy),
+                          sizing_mode="stretch_width")
+        run.on_click(_guard(m, m.run))
+        sweep.on_click(_guard(m, m.sweep))
+        cancel.on_click(_guard(m, m.cancel))
+        return pn.Column(
+            w.Select.from_param(c.param.problem, label="Problem"),
+            self._n_preset,
+            w.IntInput.from_param(c.param.n_states,
+                                  label=f"…or any N (1 to {MAX_N_STATES:,})", **number),
+            w.IntInput.from_param(c.param.horizon, label="Horizon (scan steps)", **number),
+            _md("**Representations**", margin=(10, 10, 0, 10)),
+            w.CheckBoxGroup.from_param(c.param.representations, inline=False),
+            _md("**Target**", margin=(10, 10, 0, 10)),
+            w.RadioButtonGroup.from_param(c.param.target, color="light"),
+            w.IntInput.from_param(c.param.unroll, label="Scan unroll", **number),
+            w.Select.from_param(c.param.backend, label="Backend (devices JAX sees)"),
+            w.FloatInput.from_param(c.param.timeout_s, label="Timeout per case (s)", **number),
+            pn.Row(run, cancel, sizing_mode="stretch_width"),
+            _md(pn.bind(lambda e: f"**Bad input:** {e}" if e else "", c.param.input_error),
+                css_classes=["input-error"], styles={"color": "#b00020"},
+                visible=pn.bind(bool, c.param.input_error), sizing_mode="stretch_width"),
+            w.MultiChoice.from_param(c.param.sweep_n_states, label="Sweep over N"),
+            sweep,
+            _md(f"Trajectories are captured when N ≤ {ROLLOUT_MAX_N}.",
+                styles={"font-size": "0.85em", "color": "#555"}),
+            sizing_mode="stretch_width", min_width=260)
+
+    def _preset_chosen(self, event: param.parameterized.Event) -> None:
+        if event.new:
+            self.model.controls.n_states = int(event.new)
+
+    def _n_changed(self, event: param.parameterized.Event) -> None:
+        # Keep the preset list honest: it shows N when N is a preset, and nothing otherwise.
+        self._n_preset.value = event.new if event.new in N_CHOICES else 0
+
+
+class MessagesSection(_Section):
+    """The alert (with Dismiss), the status line and the example-sweep label."""
+
+    def _build(self) -> pn.Column:
+        s, r = self.model.session, self.model.results
+        status = _md(pn.bind(self._status_text, s.param.status, self.model.jobs.param.busy),
+                     sizing_mode="stretch_width", margin=(0, 10))
+        alert = pn.pane.Alert(s.param.alert, alert_type=s.param.alert_kind,
+                              visible=pn.bind(bool, s.param.alert), sizing_mode="stretch_width")
+        dismiss = pn.widgets.Button(label="Dismiss", color="light",
+                                    visible=pn.bind(bool, s.param.alert), width=110)
+        dismiss.on_click(lambda event: s.clear_alert())
+        example = _md(
+            pn.bind(lambda show, text: f"*{text}*" if show else "", r.param.show_example,
+                    r.param.example_label),
+            sizing_mode="stretch_width", margin=(0, 10), styles={"color": "#555"})
+        return pn.Column(pn.Row(alert, dismiss, sizing_mode="stretch_width"), status, example,
+                         sizing_mode="stretch_width", margin=0)
+
+    @staticmethod
+    def _status_text(status: str, busy: bool) -> str:
+        return f"**Status:** {status}" + (" *(press Cancel to stop)*" if busy else "")
+
+
+class PlotsSection(_Section):
+    """The view choices, the legend note and the four plots."""
+
+    def _build(self) -> pn.Column:
+        v, r = self.model.view, self.model.results
+        w = pn.widgets
+        plot_opts = dict(sizing_mode="stretch_width", min_height=340, linked_axes=False)
+        plots = [pn.pane.HoloViews(plot, **plot_opts)
+                 for plot in (v.compile_plot, v.size_plot, v.rollout_plot, v.runtime_plot)]
+        view_controls = pn.Row(
+            w.Select.from_param(v.param.stage, label="Compile time: stage", width=170),
+            pn.Column(_md("Plot target", margin=(0, 10)),
+                      w.RadioButtonGroup.from_param(v.param.show_target, color="light")),
+            w.MultiChoice.from_param(v.param.rollout_states, label="Rollout states",
+                                     max_items=8, width=320),
+            w.Checkbox.from_param(r.param.show_example, margin=(34, 10, 10, 10)),
+            sizing_mode="stretch_width",
+        )
+        legend_note = _md(
+            pn.bind(self._legend, v.param.stage, v.param.rollout_note),
+            sizing_mode="stretch_width", margin=(0, 10), styles={"font-size": "0.9em",
+                                                                  "color": "#555"})
+        grid = pn.Column(
+            pn.Row(plots[0], plots[1], sizing_mode="stretch_width"),
+            pn.Row(plots[2], plots[3], sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+        return pn.Column(view_controls, legend_note, grid, sizing_mode="stretch_width",
+                         margin=0)
+
+    @staticmethod
+    def _legend(stage: str, note: str) -> str:
+        return ("**k**: fitted exponent of size or time ≈ c·N^k (0 = flat, 1 = linear, "
+                "2 = quadratic). Program size: solid = StableHLO before optimisation, dashed = "
+                "optimised HLO."
+                + (" Compile stages: dotted = trace, dashed = lower, solid = XLA compile."
+                   if stage == "all stages" else "")
+                + " Faded points without a line: the shipped example sweep, beside your own "
+                  "measurements. Click a legend entry to hide its lines; hover a point for exact "
+                  "values. "
+                + note)
+
+
+class ResultsSection(_Section):
+    """The results table (select a row to inspect it), CSV and HTML downloads."""
+
+    served = param.Boolean(default=False, doc="Send the table once the page has drawn.")
+
+    def _build(self) -> pn.Column:
+        m, r = self.model, self.model.results
+        w = pn.widgets
+        self.table = w.Tabulator(
+            pn.bind(lambda frame: r.table(), r.param.frame),
+            pagination="local", page_size=12, selectable=1, show_index=False,
+            disabled=True, sizing_mode="stretch_width", height=440,
+            header_filters={"representation": {"type": "input", "func": "like"},
+                            "status": {"type": "input", "func": "like"},
+                            "source": {"type": "input", "func": "like"}},
+            formatters={c: {"type": "money", "precision": 4, "symbol": ""}
+                        for c in ("trace_s", "lower_s", "compile_s")},
+            # Fixed widths: fitting 21 columns to their data took the browser about 0.3 s.
+            widths=dict(_COLUMN_WIDTHS),
+        )
+        self.table.param.watch(self._row_selected, "selection")
+        # Tabulator's selection is a row position: when new rows arrive (newest first) the
+        # highlight would slide onto another row while the model still means the first one.
+        self.table.param.watch(self._keep_selection, "value")
+        csv = w.FileDownload(callback=lambda: io.BytesIO(r.csv_bytes()),
+                             filename="pytree-explorer-results.csv",
+                             label="Download results (CSV)", color="light", width=240)
+        html_file = w.FileDownload(callback=self._html_file,
+                                   filename="pytree-explorer-plots.html",
+                                   label="Export plots (standalone HTML)", color="light",
+                                   width=260)
+        refresh = w.Button(label="Load rows stored by others", color="light", width=240)
+        refresh.on_click(_guard(m, m.refresh))
+        layout = pn.Column(
+            pn.Row(csv, html_file, refresh),
+            _md("Select a row, then open **Programs** to see its jaxpr, "
+                "StableHLO, optimised HLO and equation blame.", margin=(0, 10)),
+            self.table, sizing_mode="stretch_width")
+        if self.served:
+            # Served: the table (below the plots) is sent once the page has drawn, so the plots
+            # do not wait for it.
+            layout[2] = _md("*Loading the results table…*", margin=(0, 10))
+            pn.state.onload(lambda: layout.__setitem__(2, self.table))
+        return layout
+
+    def _row_selected(self, event: param.parameterized.Event) -> None:
+        rows = event.new or []
+        programs = self.model.programs
+        if not rows:
+            programs.selected = None
+            return
+        frame = self.table.value  # selection indexes the table's value, whatever its sorting
+        index = rows[0]
+        if 0 <= index < len(frame):
+            programs.selected = int(frame.iloc[index]["id"])
+
+    def _keep_selection(self, event: param.parameterized.Event) -> None:
+        """Keep the highlight on the selected row's id whatever rows came before it."""
+        selected, frame = self.model.programs.selected, event.new
+        if selected is None or frame is None or "id" not in frame:
+            return
+        positions = [i for i, row_id in enumerate(frame["id"]) if row_id == selected]
+        self.table.selection = positions[:1]
+
+    def _html_file(self) -> io.BytesIO:
+        try:
+            return io.BytesIO(self.model.html_bytes())
+        except Exception as err:  # noqa: BLE001 - shown in the page, never a dead page
+            self.model.session.alert = f"Could not export the plots: {err}"
+            return io.BytesIO(b"")
+
+
+class ProgramsSection(_Section):
+    """The selected row's programs and the comparison of two representations.
+
+    Built the first time it is shown (:meth:`build`): most visits never open it, and its
+    widgets (five code viewers, a table, selects) cost every page load time.
+    """
+
+    def _build(self) -> pn.Column:
+        return pn.Column(sizing_mode="stretch_width")
+
+    @property
+    def built(self) -> bool:
+        return bool(self._layout.objects)
+
+    def build(self) -> None:
+        if not self.built:
+            self._layout.objects = [self._programs()]
+
+    def _programs(self) -> pn.Column:
+        m, p = self.model, self.model.programs
+        w = pn.widgets
+        inspect = w.Button(label="Show programs of the selected row", color="primary",
+                           width=280, disabled=pn.bind(lambda s: s is None, p.param.selected))
+        inspect.on_click(_guard(m, m.inspect))
+        jaxpr = _text_view(pn.bind(lambda prog: prog.get("jaxpr") or "", p.param.program))
+        stablehlo = _text_view(pn.bind(lambda prog: prog.get("stablehlo") or "",
+                                       p.param.program))
+        hlo = _text_view(pn.bind(
+            lambda prog: prog.get("hlo") or (prog and "(this backend gives no optimised HLO text)"
+                                             or ""),
+            p.param.program))
+        blame = w.Tabulator(
+            pn.bind(lambda b: b if b is not None else pd.DataFrame(columns=list(BLAME_COLUMNS)),
+                    p.param.blame_table),
+            disabled=True, show_index=False, pagination="local", page_size=15,
+            sizing_mode="stretch_width", height=420)
+        program_title = _md(pn.bind(self._program_title, p.param.program, p.param.selected),
+                            margin=(0, 10))
+
+        compare = w.Button(label="Compare", color="primary", width=140)
+        compare.on_click(_guard(m, m.compare))
+        verdict = _md(pn.bind(self._verdict_text, p.param.comparison),
+                      sizing_mode="stretch_width")
+        jaxpr_diff = _text_view(pn.bind(lambda c: c.get("jaxpr_diff", ""), p.param.comparison),
+                                diff=True)
+        hlo_diff = _text_view(pn.bind(lambda c: c.get("hlo_diff", ""), p.param.comparison),
+                              diff=True)
+        side_by_side = pn.pane.HTML(pn.bind(side_by_side_html, p.param.comparison),
+                                    sizing_mode="stretch_width", height=420, styles=_PRE_STYLE,
+                                    disable_math=True)
+        compare_row = pn.Row(
+            w.Select.from_param(p.param.compare_a, label="Compare", width=150),
+            w.Select.from_param(p.param.compare_b, label="with", width=150),
+            pn.Column(pn.Spacer(height=18), compare),
+            _md("at the problem, N, horizon and plot target chosen above.",
+                margin=(32, 10, 0, 10)))
+        return pn.Column(
+            pn.Row(inspect, program_title),
+            pn.Tabs(("jaxpr", jaxpr), ("StableHLO", stablehlo), ("Optimised HLO", hlo),
+                    ("Equation blame", blame), dynamic=True, sizing_mode="stretch_width"),
+            _md("### Are two representations the same program to XLA?",
+                margin=(20, 10, 0, 10)),
+            compare_row, verdict,
+            pn.Tabs(("Side by side", side_by_side), ("jaxpr diff", jaxpr_diff),
+                    ("StableHLO diff", hlo_diff), dynamic=True, sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+
+    @staticmethod
+    def _program_title(program: dict, selected: int | None) -> str:
+        if program:
+            return f"**Programs of:** {program['title']}"
+        if selected is not None:
+            return f"Row {selected} selected: press the button."
+        return "No row selected yet."
+
+    @staticmethod
+    def _verdict_text(comparison: dict) -> str:
+        if not comparison:
+            return ""
+        same = comparison.get("same_hlo")
+        head = ("**Verdict: the same program to XLA**" if same else
+                "**Verdict: different programs**")
+        text = f"{head}: {comparison['title']}\n\n`{comparison['verdict']}`"
+        summary = comparison.get("op_summary")
+        if summary:  # the operation counts first: what a room reads before any diff line
+            lines = "\n".join(f"- `{line}`" for line in summary.splitlines())
+            text += f"\n\n**Operations that differ** (jaxpr equations by primitive):\n\n{lines}"
+        return text

@@ -1,0 +1,89 @@
+"""What every part of a dashboard page shares: its messages and the way to its event loop.
+
+Background threads never touch a page directly: they hand a no-argument function to
+:attr:`Session.post`, which runs it where the page wants updates made (:attr:`Session.dispatch`).
+:class:`Batch` is the one place where updates that arrive faster than the page draws are
+gathered and handed over together.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import param
+
+__all__ = ["Batch", "Session"]
+
+
+class Session(param.Parameterized):
+    """One page's status line, alert and event loop (shared by the parts of its model)."""
+
+    status = param.String(default="Idle.", precedence=-1)
+    alert = param.String(default="", precedence=-1)
+    alert_kind = param.Selector(default="danger", objects=["danger", "warning", "info", "success"],
+                                precedence=-1)
+    closed = param.Boolean(default=False, precedence=-1,
+                           doc="The page is gone: nothing more is posted to it.")
+    dispatch = param.Callable(default=None, precedence=-1, doc="""
+        How a background thread hands an update to the page: called with a no-argument
+        function. ``None`` runs it at once (tests, scripts).""")
+
+    def post(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` where the page wants updates made (see :attr:`dispatch`)."""
+        if self.closed:
+            return
+        if self.dispatch is None:
+            fn()
+        else:
+            try:
+                self.dispatch(fn)
+            except Exception:  # the page is gone; nothing to update
+                pass
+
+    def show(self, message: str, kind: str = "danger") -> None:
+        self.param.update(alert=message, alert_kind=kind)
+
+    def clear_alert(self) -> None:
+        self.alert = ""
+
+
+class Batch:
+    """Items added from any thread, handed to ``consume`` together on the page's next turn.
+
+    The first item added since the last hand-over posts one flush (through ``post``); items
+    that arrive before it runs join it. So a page busy drawing gets one update for everything
+    that happened meanwhile, not one each.
+
+    Args:
+      post: how to run the flush on the page (:meth:`Session.post`).
+      consume: called with the list of items gathered, on the page.
+    """
+
+    def __init__(self, post: Callable[[Callable[[], None]], None],
+                 consume: Callable[[list[Any]], None]):
+        self._post = post
+        self._consume = consume
+        self._lock = threading.Lock()
+        self._items: list[Any] = []
+
+    def add(self, *items: Any) -> None:
+        if not items:
+            return
+        with self._lock:
+            first = not self._items
+            self._items.extend(items)
+        if first:
+            self._post(self.flush)
+
+    def flush(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+        if items:
+            self._consume(items)
+
+    @property
+    def pending(self) -> bool:
+        with self._lock:
+            return bool(self._items)

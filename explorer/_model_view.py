@@ -1,0 +1,220 @@
+"""How a dashboard page looks at its results: view choices, the four plots, their redraws.
+
+Each plot is a pure function of one query param: the results and the choices it filters on
+(``compile_query``, ``metrics_query``, ``rollout_query``). A change of what a plot reads asks
+for a redraw, which sets its query on the next turn of the page's event loop: the widget the
+user touched answers at once, and changes that come together draw once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import param
+
+from . import _plots
+from ._jobs import MAX_ROLLOUT_VARS
+from ._model_controls import ROLLOUT_MAX_N, CaseControls
+from ._model_results import Results
+from ._model_session import Batch, Session
+from ._plotcache import PLOT_CACHE, array_key, frame_key
+
+__all__ = ["PlotView"]
+
+_QUERY_DOC = "What the {} shows, as of its last redraw (the plot reads only this)."
+
+
+class PlotView(param.Parameterized):
+    """The view choices and the four plots of a page (compile time, size, rollouts, runtime)."""
+
+    stage = param.Selector(default="total", objects=list(_plots.STAGES), label="Compile stage")
+    show_target = param.Selector(default="loss", objects=["loss", "grad"], label="Plot target")
+    rollout_states = param.ListSelector(default=[], objects=[], label="Rollout states")
+    rollout_note = param.String(default="", precedence=-1)
+
+    compile_query = param.Dict(default={}, precedence=-1,
+                               doc=_QUERY_DOC.format("compile-time plot"))
+    metrics_query = param.Dict(default={}, precedence=-1,
+                               doc=_QUERY_DOC.format("program-size and runtime plots"))
+    rollout_query = param.Dict(default={}, precedence=-1, doc=_QUERY_DOC.format("rollout plot"))
+
+    controls = param.ClassSelector(class_=CaseControls, precedence=-1)
+    results = param.ClassSelector(class_=Results, precedence=-1)
+    session = param.ClassSelector(class_=Session, precedence=-1)
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        self._redraws = Batch(self.session.post, self._flush_redraw)
+        self._results_key = frame_key(self.results.frame)
+        self._rollout_data: dict[str, tuple[list[str], np.ndarray]] = {}
+        self._rollout_n: int | None = None
+        self._rollout_signature: tuple | None = None
+        self.controls.param.watch(self.refresh_rollouts, ["problem", "horizon", "unroll",
+                                                           "n_states"])
+        self.controls.param.watch(self._view_changed, ["problem", "horizon", "unroll"])
+        self.controls.param.watch(self._follow_target, "target")
+        self.results.param.watch(self._view_changed, "frame")
+        self.results.param.watch(self.refresh_rollouts, "frame")
+        self.param.watch(self._view_changed, ["stage", "show_target", "rollout_states"])
+        self.refresh_rollouts()
+        self._redraw({"compile", "metrics"})
+
+    # -- what the plots read -----------------------------------------------------------
+    def _filters(self) -> dict[str, Any]:
+        c = self.controls
+        return dict(problem=c.problem, horizon=c.horizon, unroll=c.unroll,
+                    target=self.show_target)
+
+    def _query(self, kind: str) -> dict[str, Any]:
+        if kind == "rollout":
+            return dict(data=self._rollout_data, n=self._rollout_n, states=self.rollout_states,
+                        problem=self.controls.problem, horizon=self.controls.horizon)
+        extra = {"stage": self.stage} if kind == "compile" else {}
+        return dict(frame=self.results.frame, key=self._results_key, filters=self._filters(),
+                    **extra)
+
+    def _follow_target(self, event: param.parameterized.Event) -> None:
+        if event.new in ("loss", "grad"):
+            self.show_target = event.new
+
+    # -- redraws -----------------------------------------------------------------------
+    def _view_changed(self, *events: param.parameterized.Event) -> None:
+        names = {"results" if e.obj is self.results else e.name for e in events}
+        if "results" in names:
+            self._results_key = frame_key(self.results.frame)
+        if names & {"horizon", "unroll"} and (bad := self.controls.bad_view()):
+            # Keep the plots as they are: emptying them and titling them "H=None" tells nobody
+            # anything. Say what is wrong where the eye is (status) and in the alert.
+            self.session.show(f"Bad input: {bad}", "danger")
+            self.session.status = f"Bad input: {bad} (the plots still show the last valid choice)"
+            return
+        if names & {"horizon", "unroll"} and self.session.alert.startswith("Bad input"):
+            self.session.clear_alert()  # the value that was wrong is right again
+        which = set()
+        if names & {"results", "stage", "problem", "horizon", "unroll", "show_target"}:
+            which.add("compile")
+        if names & {"results", "problem", "horizon", "unroll", "show_target"}:
+            which.add("metrics")
+        if "rollout_states" in names:
+            which.add("rollout")
+        self._redraw(which)
+
+    def _redraw(self, which: set[str]) -> None:
+        """Ask for the plots in ``which`` to be drawn again, on the next turn of the event loop
+        when the page gave one (:attr:`Session.dispatch`), else at once."""
+        self._redraws.add(*sorted(which))
+
+    def _flush_redraw(self, names: list[str]) -> None:
+        which = set(names)
+        # On a page, the compile-time plot (the one a new result is looked for in) goes out on
+        # its own turn, the others on the next: it does not wait for their rendering.
+        now = {"compile"} if (self.session.dispatch is not None and "compile" in which
+                              and len(which) > 1) else which
+        self.param.update(**{f"{name}_query": self._query(name) for name in sorted(now)})
+        if which - now:
+            self._redraw(which - now)
+
+    def after_redraws(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the page's loop once no redraw is waiting (re-posted behind them)."""
+        if self._redraws.pending and not self.session.closed:
+            self.session.post(lambda: self.after_redraws(fn))
+        else:
+            fn()
+
+    # -- the plots ---------------------------------------------------------------------
+    def _cached(self, title: str, key: tuple, draw: Callable[[], Any]) -> Any:
+        """``draw()`` through :data:`PLOT_CACHE`; a plot that failed is shown, never cached."""
+        try:
+            return PLOT_CACHE.get(key, draw)
+        except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
+            self.session.show(f"Could not draw {title.lower()}: {type(err).__name__}: {err}")
+            return _plots.placeholder(title, "Could not draw this plot (see the alert).")
+
+    def _metric(self, kind: str, title: str, draw: Callable, query: dict[str, Any],
+                **extra: Any) -> Any:
+        filters = query["filters"]
+        key = (kind, query["key"], *sorted(filters.items()), *extra.values())
+        return self._cached(title, key, lambda: draw(query["frame"], **extra, **filters))
+
+    @param.depends("compile_query")
+    def compile_plot(self):
+        q = self.compile_query or self._query("compile")
+        return self._metric("compile", "Compile time", _plots.compile_time_plot, q,
+                            stage=q["stage"])
+
+    @param.depends("metrics_query")
+    def size_plot(self):
+        return self._metric("size", "Program size", _plots.program_size_plot,
+                            self.metrics_query or self._query("metrics"))
+
+    @param.depends("metrics_query")
+    def runtime_plot(self):
+        return self._metric("runtime", "Runtime", _plots.runtime_plot,
+                            self.metrics_query or self._query("metrics"))
+
+    @param.depends("rollout_query")
+    def rollout_plot(self):
+        q = self.rollout_query or self._query("rollout")
+        if q["n"] is None:
+            title = "Rollout trajectories"
+        else:
+            title = f"Rollouts at N={q['n']} ({q['problem']}, H={q['horizon']})"
+        message = (f"No rollouts for {q['problem']}, H={q['horizon']} yet: "
+                   f"Run with N ≤ {ROLLOUT_MAX_N}.")
+        data = tuple(sorted((rep, array_key(names, array))
+                            for rep, (names, array) in q["data"].items()))
+        states = tuple(q["states"] or ())
+        return self._cached("Rollouts", ("rollout", data, states, title, message),
+                            lambda: _plots.rollout_plot(
+                                _plots.rollout_frame(q["data"], states or None),
+                                title=title, message=message))
+
+    def plots(self) -> list:
+        """The four plots as they are now (for notebooks and export)."""
+        return [self.compile_plot(), self.size_plot(), self.rollout_plot(), self.runtime_plot()]
+
+    # -- which trajectories ------------------------------------------------------------
+    def refresh_rollouts(self, *events: param.parameterized.Event) -> None:
+        """Pick the trajectories to draw: at the chosen N if captured there, else at the most
+        recent N that has them; the latest row per representation."""
+        c = self.controls
+        rows = _plots.select(self.results.frame, problem=c.problem, horizon=c.horizon,
+                             unroll=c.unroll)
+        data: dict[str, tuple[list[str], np.ndarray]] = {}
+        chosen = None
+        if not rows.empty:
+            rows = rows[rows["n_states"] <= ROLLOUT_MAX_N].sort_values("finished_at")
+            recent = list(dict.fromkeys(rows["n_states"].astype(int).tolist()[::-1]))
+            for n in dict.fromkeys([c.n_states, *recent]):
+                for record in rows[rows["n_states"] == n].to_dict("records")[::-1]:
+                    if record["representation"] in data:
+                        continue
+                    found = self.results.rollout(int(record["id"]))
+                    if found is not None:
+                        data[record["representation"]] = found
+                if data:
+                    chosen = int(n)
+                    break
+        names: list[str] = []
+        for found in data.values():
+            names = list(found[0])
+            break
+        current = [s for s in self.rollout_states if s in names]
+        if not current and names:
+            current = [names[i] for i in sorted({0, len(names) // 2, len(names) - 1})]
+        # The title names the problem and horizon: the same trajectories can be found under
+        # another title (an emptied horizon box keeps every horizon), so it is part of the key.
+        signature = (chosen, c.problem, c.horizon,
+                     tuple(sorted((rep, id(found[1])) for rep, found in data.items())))
+        if signature == self._rollout_signature:
+            return  # the same trajectories under the same title: no need to draw them again
+        self._rollout_signature = signature
+        self._rollout_data, self._rollout_n = data, chosen
+        self.param.rollout_states.objects = names
+        note = (f"Rollouts are captured for N ≤ {ROLLOUT_MAX_N} (at most {MAX_ROLLOUT_VARS} "
+                f"states each); shown: N={chosen}." if chosen is not None else
+                f"Rollouts are captured for N ≤ {ROLLOUT_MAX_N}; none for this selection yet.")
+        self.param.update(rollout_states=current, rollout_note=note)
+        self._redraw({"rollout"})

@@ -25,6 +25,8 @@ from ._pack import PackReport as PackReport
 from ._pack import Packed as Packed
 from ._pack import pack as pack
 from ._problems import Problem as Problem
+from ._problems import UserProblem as UserProblem
+from ._problems import define_problem as define_problem
 from ._problems import get_problem as get_problem
 from ._problems import problems as problems
 from ._representations import Case as Case

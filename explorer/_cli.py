@@ -103,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("sweep", "measure a problem over state counts and store every row",
             "Each case is compiled cold in a worker process and stored the moment it finishes; "
             "a second run measures only the cases not yet stored (unless --redo).")
-    s.add_argument("--problem", default="decay", help="decay, oscillator or lotka_volterra")
+    s.add_argument("--problem", default="decay",
+                   help="decay, oscillator, lotka_volterra, or your own as MODULE:ATTR (a "
+                        "problem made by explorer.define_problem; MODULE may be a .py path)")
     s.add_argument("--representations", "-r", type=_name_list, default=None,
                    help="comma-separated (default: all of dict,array,unflatten,ravel,module,struct,named)")
     s.add_argument("--n-states", "-n", type=_int_list("n_states", 1, v.MAX_N_STATES),
@@ -190,6 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--html", default=None, metavar="PATH",
                     help="also write a standalone HTML report (opens offline)")
 
+    sv = add("serve", "serve the dashboard page on this machine",
+             "Open http://localhost:PORT/explorer_app. Each --problem MODULE:ATTR (a problem "
+             "made by explorer.define_problem) is imported now and listed in the problem menu "
+             "beside the built-in ones; nothing typed into the page is run as code.")
+    sv.add_argument("--problem", action="append", default=[], metavar="MODULE:ATTR",
+                    help="your own problem (repeat for several)")
+    sv.add_argument("--port", type=_one_int("port", 1, 65535), default=5006,
+                    help="default 5006")
+    sv.add_argument("--address", default="127.0.0.1",
+                    help="default 127.0.0.1 (this machine only)")
+
     add("problems", "list the problems")
     add("representations", "list the representations")
     return parser
@@ -213,6 +226,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from ._store import Store, check_export_path, export_frame  # noqa: PLC0415
     from ._sweep import SweepEvent, sweep  # noqa: PLC0415
 
+    problem = _load_problem(args.problem)
     store = False if args.no_store else Store(args.store, timeout=args.lock_wait)
     if args.out:  # before measuring, not after the whole sweep
         check_export_path(args.out, None if store is False else store.path)
@@ -229,7 +243,7 @@ def _sweep(args: argparse.Namespace) -> int:
                 bar.write(f"{event.spec.label}: {event.row['status']}: {event.row.get('error')}")
 
     try:
-        frame = sweep(args.problem, args.representations, args.n_states, args.horizons,
+        frame = sweep(problem, args.representations, args.n_states, args.horizons,
                       args.targets, unroll=args.unroll, repeats=args.repeats,
                       backend=args.backend, rollouts=args.rollouts, memory=args.memory,
                       store=store,
@@ -246,6 +260,21 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"stored in {store.path}")
         _say_pending(store)
     return 0
+
+
+def _load_problem(ref: str):
+    """A built-in problem's name as it is, or the user's problem named as ``MODULE:ATTR``
+    (imported here, registered in this process)."""
+    if ":" not in ref:
+        return ref
+    from . import _userref  # noqa: PLC0415
+    from ._problems import UserProblem, register  # noqa: PLC0415
+
+    problem = _userref.load(ref, "--problem")
+    if not isinstance(problem, UserProblem):
+        raise ValueError(f"--problem {ref} is a {type(problem).__name__}, not a problem made "
+                         "by explorer.define_problem")
+    return register(problem)
 
 
 def _say_pending(store) -> None:
@@ -341,6 +370,16 @@ def _main(args: argparse.Namespace) -> int:
             return _sweep(args)
         if args.command == "diagnose":
             return _diagnose(args)
+        if args.command == "serve":
+            for ref in args.problem:
+                if ":" not in ref:
+                    raise ValueError(f"--problem {ref}: give your own problem as MODULE:ATTR "
+                                     "(the built-in ones are always in the menu)")
+                _load_problem(ref)
+            from ._dashboard import serve  # noqa: PLC0415 - Panel only for this command
+
+            serve(address=args.address, port=args.port)
+            return 0
         if args.command == "problems":
             from ._problems import problems  # noqa: PLC0415
 

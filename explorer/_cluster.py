@@ -52,18 +52,22 @@ def run_in_worker(fn: Callable, args: tuple, python: str | None) -> Any:
 
 def measure_task(spec: Spec, timeout: float | None, python: str | None,
                  per_host: int) -> dict[str, Any]:
-    """A Dask task: measure ``spec`` under the host's semaphore; the row and rollout."""
+    """A Dask task: measure ``spec`` under the host's semaphore; the row and rollout.
+
+    Submitted from the client through :func:`explorer._run.carry`, so a problem defined there
+    (``define_problem``) is defined in this Dask worker before the task runs."""
     from distributed import Semaphore  # noqa: PLC0415
 
     from ._jobs import run_spec  # noqa: PLC0415
-    from ._run import failed_row  # noqa: PLC0415
+    from ._run import carry, failed_row  # noqa: PLC0415
 
     host = socket.gethostname()
     ex = _executor(python, timeout)
     # Dask fixes a semaphore's lease count by name, so the count is part of the name: sweeps
     # with the same per_host share the host's limit (sweeps with another one do not).
     with Semaphore(max_leases=per_host, name=f"pytree-explorer-host-{host}-{per_host}"):
-        future = ex.submit_with(run_spec, (spec,), timeout=timeout, label=spec.label)
+        fn, args = carry(run_spec, (spec,))  # the problems defined here go on to the worker
+        future = ex.submit_with(fn, args, timeout=timeout, label=spec.label)
         key = _task_key()
         _running[key] = (ex, future)  # first register, then look for a kill order
         if key in _killed:
@@ -137,10 +141,12 @@ def measure_all(client: Any, specs: list[Spec], *, timeout: float | None, python
     row naming the error; the others go on. ``cancel`` set, an interrupt, or closing the
     iterator cancels what is left and kills the measurements already running.
     """
-    from ._run import failed_row  # noqa: PLC0415
+    from ._run import carry, failed_row  # noqa: PLC0415
 
-    futures = {client.submit(measure_task, spec, timeout, python, per_host, pure=False): spec
-               for spec in specs}
+    futures = {}
+    for spec in specs:  # a problem defined here travels with its task (see carry)
+        fn, args = carry(measure_task, (spec, timeout, python, per_host))
+        futures[client.submit(fn, *args, pure=False)] = spec
     waiting = dict(futures)
     try:
         while waiting and not (cancel is not None and cancel.is_set()):

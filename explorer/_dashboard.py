@@ -146,10 +146,27 @@ class Dashboard(pn.viewable.Viewer):
                       self._main, sizing_mode="stretch_width")
 
 
-def dashboard(**params: Any) -> Dashboard:
+def dashboard(problems: Any = (), **params: Any) -> Dashboard:
     """The explorer as a Panel component: ``explorer.dashboard()`` in a notebook (after
     ``pn.extension()``), or ``.servable()`` in an app. Keyword arguments set the model's
     parameters (``problem``, ``n_states``, ``representations``...) or pass ``store`` /
-    ``executor``."""
+    ``executor``; ``problems`` lists your own (:func:`explorer.define_problem`), shown in the
+    problem menu beside the built-in ones."""
+    from ._problems import register  # noqa: PLC0415
+
+    for problem in problems:
+        register(problem)
     pn.extension("tabulator")
     return Dashboard(**params)
+
+
+def serve(*, address: str = "127.0.0.1", port: int = 5006, show: bool = False) -> None:
+    """Serve the explorer page at ``http://ADDRESS:PORT/explorer_app`` until interrupted
+    (``pytree-explorer serve``); the problems defined in this process are in its menu."""
+    origins = [f"{host}:{port}" for host in ("localhost", "127.0.0.1", address)]
+    def page() -> pn.viewable.Viewable:  # the template a served page gets (``__panel__``)
+        return dashboard().__panel__()
+
+    pn.serve({"explorer_app": page},
+             address=address, port=port, websocket_origin=sorted(set(origins)), show=show,
+             title="PyTree Compile Explorer")

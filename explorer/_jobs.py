@@ -93,6 +93,44 @@ def compare_specs(spec_a: Spec, spec_b: Spec) -> Any:
                    labels=labels)
 
 
+def with_problems(pickled: bytes, fn: Any, args: tuple) -> Any:
+    """``fn(*args)`` after defining, in this worker, the problems the caller sent by value."""
+    import cloudpickle  # noqa: PLC0415
+
+    from ._problems import register  # noqa: PLC0415
+
+    for problem in cloudpickle.loads(pickled):
+        register(problem)
+    return fn(*args)
+
+
+def check_specs(specs: list[Spec]) -> None:
+    """Check, before anything is measured, that every spec of a user problem can be built:
+    its factories run at every size and its steps traced abstractly; at the smallest size each
+    representation's loss is traced too. One-line ``ValueError`` naming what is wrong."""
+    import jax  # noqa: PLC0415
+
+    from ._problems import get_problem  # noqa: PLC0415
+    from ._representations import build_case  # noqa: PLC0415
+
+    smallest: dict[str, Spec] = {}
+    for spec in specs:
+        get_problem(spec.problem).check_size(spec.n_states, spec.representation)
+        first = smallest.get(spec.representation)
+        if first is None or (spec.n_states, spec.horizon) < (first.n_states, first.horizon):
+            smallest[spec.representation] = spec
+    for spec in smallest.values():
+        case = build_case(spec.problem, spec.representation, spec.n_states, spec.horizon,
+                          unroll=spec.unroll)
+        try:
+            jax.eval_shape(case.function("loss"), *case.args)
+        except Exception as err:  # noqa: BLE001 - the user's code failed in this layout
+            from ._validate import describe_error  # noqa: PLC0415
+
+            raise ValueError(f"problem {spec.problem!r} in representation "
+                             f"{spec.representation!r} raised {describe_error(err)}") from None
+
+
 def default_backend() -> str:
     """JAX's default backend as the worker sees it."""
     import jax  # noqa: PLC0415

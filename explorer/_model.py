@@ -32,6 +32,7 @@ from ._model_programs import ProgramInspector
 from ._model_results import Results
 from ._model_session import Session
 from ._model_view import PlotView
+from ._problems import problems
 from ._store import Store
 
 __all__ = ["MAX_N_STATES", "N_CHOICES", "ROLLOUT_MAX_N", "CaseControls", "ExplorerModel",
@@ -73,6 +74,7 @@ class ExplorerModel(param.Parameterized):
                              f"{', '.join(sorted(owners))}")
         given = {part: {k: v for k, v in params.items() if owners[k] == part} for part in _PARTS}
         session = Session(**given["session"])
+        CaseControls.param.problem.objects = list(problems())  # with define_problem's too
         controls = CaseControls(session=session, **given["controls"])
         results = Results(store=store if isinstance(store, Store) else Store(store),
                           session=session, **given["results"])

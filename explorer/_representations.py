@@ -420,6 +420,9 @@ def check_case(problem: Any, representation: Any, n_states: Any, horizon: Any,
         problem = get_problem(problem)
     if not isinstance(representation, Representation):
         representation = get_representation(representation)
+    why = problem.unsupported(representation.name)
+    if why:
+        raise ValueError(why)
     return (problem, representation, check_n_states(n_states), check_horizon(horizon),
             check_unroll(unroll))
 
@@ -429,7 +432,8 @@ def build_case(problem: str | Problem, representation: str | Representation,
     """Build the loss of ``problem`` in ``representation`` at one size.
 
     Args:
-        problem: A problem name (see :func:`problems`) or a :class:`Problem`.
+        problem: A problem name (see :func:`problems`) or a :class:`Problem`, including
+            one made by :func:`define_problem`.
         representation: A name from :data:`REPRESENTATIONS` or a :class:`Representation`.
         n_states: Units per state group, ``1 <= n_states <= MAX_N_STATES``.
         horizon: Steps in the rollout, ``1 <= horizon <= MAX_HORIZON``.
@@ -443,7 +447,7 @@ def build_case(problem: str | Problem, representation: str | Representation,
     """
     problem, representation, n, horizon, unroll = check_case(problem, representation, n_states,
                                                              horizon, unroll)
-
+    problem.check_size(n, representation.name)  # a user's problem: its code, at this size
     built = representation.build(problem, n, horizon, unroll,
                                  problem.observed(n, horizon), problem.initial_params(n))
     rep = representation.name

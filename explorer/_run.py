@@ -27,10 +27,45 @@ CANCELLED_BEFORE_START = "cancelled before it started"
 
 def submit(executor: cf.Executor, fn: Callable, *args: Any, timeout: float | None | str = "default",
            label: str | None = None) -> cf.Future:
-    """Submit ``fn(*args)``; a :class:`WorkerExecutor` also gets the job's timeout and label."""
+    """Submit ``fn(*args)``; a :class:`WorkerExecutor` also gets the job's timeout and label.
+
+    A job whose specs name a problem defined in this process (:func:`explorer.define_problem`)
+    carries that problem with it (see :func:`carry`): the worker never imports the caller's
+    script.
+    """
+    fn, args = carry(fn, args)
     if isinstance(executor, WorkerExecutor):
         return executor.submit_with(fn, args, timeout=timeout, label=label)
     return executor.submit(fn, *args)
+
+
+def carry(fn: Callable, args: tuple) -> tuple[Callable, tuple]:
+    """``fn(*args)`` as a job that first defines, in the worker, the user problems its specs
+    name: each is pickled by value with cloudpickle (code written in ``__main__`` included),
+    since a worker cannot import the caller's script. Other jobs are returned unchanged."""
+    from ._problems import user_problem  # noqa: PLC0415
+
+    specs = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,))
+             if isinstance(a, Spec)]
+    found = {s.problem: user_problem(s.problem) for s in specs}
+    problems = tuple(p for p in found.values() if p is not None)
+    if not problems:
+        return fn, args
+    from ._jobs import with_problems  # noqa: PLC0415
+
+    return with_problems, (_pickled(problems), fn, args)
+
+
+def _pickled(problems: tuple) -> bytes:
+    import cloudpickle  # noqa: PLC0415
+
+    try:
+        return cloudpickle.dumps(problems)
+    except Exception as err:  # noqa: BLE001 - something in the user's code does not pickle
+        names = ", ".join(repr(p.name) for p in problems)
+        raise ValueError(f"problem {names} cannot be sent to the measuring worker: "
+                         f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                         ) from None
 
 
 def cancel(executor: cf.Executor, future: cf.Future) -> bool:
@@ -95,9 +130,20 @@ def run_one(spec: Spec, executor: cf.Executor, *, timeout: float | None | str = 
     except Exception as err:  # noqa: BLE001 - every failure of the job becomes a stored row
         row = failed_row(spec, err)
     row["run_id"] = run_id
+    row["problem_source"] = problem_source(spec.problem)
     if store is not None:
         row["id"] = store_row(store, row, rollout)
     return row, future
+
+
+def problem_source(name: str) -> str | None:
+    """Where the problem called ``name`` comes from, as stored with its rows."""
+    from ._problems import get_problem  # noqa: PLC0415
+
+    try:
+        return get_problem(name).source
+    except ValueError:
+        return None
 
 
 def store_row(store: Any, row: dict[str, Any], rollout: Any) -> int | None:

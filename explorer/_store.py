@@ -38,7 +38,8 @@ ENV_VAR = "PYTREE_EXPLORER_DB"
 DEFAULT_PATH = Path("~/.local/share/pytree-explorer/results.sqlite")
 
 SPEC_COLUMNS = ("problem", "representation", "n_states", "horizon", "target", "unroll",
-                "backend_requested")
+                "backend_requested",
+                "problem_source")  # "built-in", or where a define_problem problem's code is
 META_COLUMNS = ("id", "run_id", "status", "error", "started_at", "finished_at", "host")
 # The fields of ``explorer.Measurement``, in its order (a test checks they stay in step; the
 # store imports no JAX, so it does not read them from the dataclass).
@@ -73,7 +74,7 @@ _INT = {"id", "n_states", "horizon", "unroll", "repeats", "jaxpr_eqns", "jaxpr_e
         "cpu_count"}
 _TEXT = {"run_id", "status", "error", "host", "problem", "representation", "target",
          "backend_requested", "name", "backend", "device_kind", "jax_version", "jaxlib_version",
-         "python", "worker"}
+         "python", "worker", "problem_source"}
 
 
 # Written at creation (``PRAGMA application_id``, "PTEX"): a file without it is another

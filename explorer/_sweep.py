@@ -17,10 +17,10 @@ from typing import Any
 import pandas as pd
 
 from . import _validate as v
-from ._run import run_one, store_row, submit
+from ._run import problem_source, run_one, store_row, submit
 from ._spec import Spec
 from ._store import COLUMNS, Store, StoreWarning, to_frame
-from ._worker import DEFAULT_TIMEOUT_S, WorkerExecutor, check_python
+from ._worker import DEFAULT_TIMEOUT_S, WorkerError, WorkerExecutor, check_python
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,18 @@ class SweepEvent:
     skipped: bool = False
 
 
-def sweep_specs(problem: str, representations: Sequence[str] | str | None = None,
+def _problem_name(problem: Any) -> str:
+    """A problem's name; a problem object made by ``define_problem`` is registered first."""
+    from ._problems import Problem, UserProblem, register  # noqa: PLC0415
+
+    if isinstance(problem, UserProblem):
+        return register(problem).name
+    if isinstance(problem, Problem):
+        return problem.name
+    return problem
+
+
+def sweep_specs(problem: Any, representations: Sequence[str] | str | None = None,
                 n_states: Iterable[int] | int = (10, 30, 100),
                 horizons: Iterable[int] | int = (200,),
                 targets: Sequence[str] | str = ("loss", "grad"), *, unroll: int = 1,
@@ -45,9 +56,13 @@ def sweep_specs(problem: str, representations: Sequence[str] | str | None = None
     Representations are interleaved for each size (A B A B ...) so machine noise hits them
     alike.
     """
+    from ._problems import user_problem  # noqa: PLC0415
     from ._representations import REPRESENTATIONS  # noqa: PLC0415
 
-    reps = tuple(REPRESENTATIONS) if representations is None else v.check_many(
+    problem = _problem_name(problem)
+    own = user_problem(problem)
+    default = tuple(REPRESENTATIONS) if own is None else own.representation_names
+    reps = default if representations is None else v.check_many(
         "representation", representations, tuple(REPRESENTATIONS))
     sizes = v.check_ints("n_states", n_states, 1, v.MAX_N_STATES)
     hs = v.check_ints("horizon", horizons, 1, v.MAX_HORIZON)
@@ -58,7 +73,7 @@ def sweep_specs(problem: str, representations: Sequence[str] | str | None = None
 
 
 def sweep(
-    problem: str,
+    problem: Any,
     representations: Sequence[str] | str | None = None,
     n_states: Iterable[int] | int = (10, 30, 100),
     horizons: Iterable[int] | int = (200,),
@@ -89,6 +104,11 @@ def sweep(
     stored row is returned instead.
 
     Args:
+      problem: a problem name, or a problem made by :func:`explorer.define_problem` (also
+        when defined in the script that calls this: it is sent to the worker by value). Its
+        code is checked at every size before anything is measured; rows name it and store
+        where it came from (``problem_source``); by default it is measured in every
+        representation it supports.
       rollouts: also store each case's trajectories (see :meth:`Store.rollout`).
       memory: also store XLA's memory analysis of each program (see :func:`measure`).
       store: a :class:`Store`, a path, ``None`` for the default store, or ``False`` for none.
@@ -115,6 +135,8 @@ def sweep(
     """
     specs = sweep_specs(problem, representations, n_states, horizons, targets, unroll=unroll,
                         repeats=repeats, backend=backend, rollouts=rollouts, memory=memory)
+    from ._problems import user_problem  # noqa: PLC0415
+
     timeout = v.check_timeout(timeout)
     db = None if store is False else store if isinstance(store, Store) else Store(store)
     if db is not None:
@@ -143,6 +165,15 @@ def sweep(
             from ._jobs import check_backend  # noqa: PLC0415
 
             submit(executor, check_backend, backend, label="check backend").result()
+        if user_problem(specs[0].problem) is not None:  # the user's code, checked up front
+            from ._jobs import check_specs  # noqa: PLC0415
+
+            try:
+                submit(executor, check_specs, specs, label=f"check problem {specs[0].problem}",
+                       timeout=timeout).result()
+            except WorkerError as err:  # it hung or crashed the worker: nothing measured
+                raise ValueError(f"problem {specs[0].problem!r} could not be checked: "
+                                 f"{str(err).splitlines()[0]}") from None
         done_rows = _finished(db, specs, executor, backend) if (db is not None and resume) else {}
         rows: list[dict[str, Any]] = []
         if client is not None:
@@ -204,6 +235,7 @@ def _on_cluster(client: Any, specs: list[Spec], done_rows: dict, db: Store | Non
         for spec, result in results:
             row = dict(result["row"])
             row["run_id"] = run_id
+            row["problem_source"] = problem_source(spec.problem)
             if db is not None:
                 row["id"] = store_row(db, row, result["rollout"])
             found[spec.key] = row
@@ -224,8 +256,12 @@ def _finished(db: Store, specs: list[Spec], executor: cf.Executor, backend: str 
     version = submit(executor, jax_version, label="JAX version").result()
     stored = stored[(stored["jax_version"] == version) & (stored["backend"] == wanted)]
     keys = {s.key for s in specs}
+    sources = {s.problem: problem_source(s.problem) for s in specs}
     found = {}
     for record in stored.to_dict("records"):
+        # A problem defined by the user is the same only if its code comes from the same place.
+        if sources.get(record["problem"]) not in ("built-in", record["problem_source"]):
+            continue
         key = (record["problem"], record["representation"], record["n_states"], record["horizon"],
                record["target"], record["unroll"])
         if key in keys:

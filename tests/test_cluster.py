@@ -48,6 +48,20 @@ def test_cluster_sweep_stores_cold_rows_as_they_finish_one_host_at_a_time(tmp_pa
     assert sorted(again["id"]) == sorted(stored["id"])  # resumed: nothing measured again
 
 
+def test_a_problem_defined_here_is_measured_on_the_cluster(tmp_path, client):
+    import numpy as np  # noqa: PLC0415
+
+    def step(state, params):  # defined in a function: it can only travel by value
+        return {k: 0.9 * state[k] + 0.1 * params["p_" + k.split("_")[1]] for k in state}
+
+    prob = explorer.define_problem("cluster_decay", step, state=lambda n: {"s": np.ones(n)},
+                                   params=lambda n: {"p": np.linspace(0, 1, n)})
+    frame = explorer.sweep(prob, ["dict", "packed"], n_states=[2], horizons=[5],
+                           targets=["loss"], store=tmp_path / "c.sqlite", scheduler=client)
+    assert list(frame["status"]) == ["ok", "ok"], list(frame["error"])
+    assert set(frame["problem_source"]) == {prob.source}
+
+
 def test_a_killed_dask_worker_is_survived(tmp_path, client):
     store = explorer.Store(tmp_path / "k.sqlite")
     out = {}

@@ -129,6 +129,12 @@ def run_one(spec: Spec, executor: cf.Executor, *, timeout: float | None | str = 
         row, rollout = dict(result["row"]), result["rollout"]
     except Exception as err:  # noqa: BLE001 - every failure of the job becomes a stored row
         row = failed_row(spec, err)
+        # Where it failed, as far as the worker said when it started (a failed row names its
+        # interpreter and JAX as an ok row does).
+        env = getattr(executor, "environment", None) or {}
+        for key in ("python", "jax_version", "jaxlib_version", "cpu_count", "load_avg", "host"):
+            if env.get(key) is not None:
+                row[key] = env[key]
     row["run_id"] = run_id
     row["problem_source"] = problem_source(spec.problem)
     if store is not None:

@@ -104,6 +104,11 @@ def test_timeout_marks_row_and_replaces_worker(executor, tmp_path):
     assert "no result after 0.5 s" in row["error"]
     stored = store.rows()
     assert stored["status"].tolist() == ["timeout"] and stored["compile_s"].isna().all()
+    # A failed row names where it ran, as an ok row does.
+    failed = stored.iloc[0]
+    assert failed["python"] == executor.environment["python"]
+    assert failed["jax_version"] == executor.environment["jax_version"]
+    assert failed["cpu_count"] == executor.environment["cpu_count"]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # the stuck worker is gone
     _assert_next_result_correct(executor, store)

@@ -21,6 +21,7 @@ from ._dashboard_sections import (
     PlotsSection,
     ProgramsSection,
     ResultsSection,
+    RunsSection,
     _guard,
     _md,
     program_html,
@@ -101,8 +102,10 @@ class Dashboard(pn.viewable.Viewer):
         self.plots = PlotsSection(model)
         self.results = ResultsSection(model, served=self._is_served)
         self.programs = ProgramsSection(model)
+        self.runs = RunsSection(model)
         self.tabs = pn.Tabs(("Results", self.results), ("Programs", self.programs),
-                            dynamic=True, sizing_mode="stretch_width")
+                            ("Compare runs", self.runs), dynamic=True,
+                            sizing_mode="stretch_width")
         self.tabs.param.watch(self._tab_opened, "active")
         self._main = pn.Column(
             _md(_INTRO, sizing_mode="stretch_width", margin=(0, 10)),
@@ -131,6 +134,8 @@ class Dashboard(pn.viewable.Viewer):
     def _tab_opened(self, event: param.parameterized.Event) -> None:
         if event.new == 1:
             self.programs.build()
+        elif event.new == 2:
+            self.runs.build()
 
     def __panel__(self) -> pn.viewable.Viewable:
         # ``pn.state.served`` only answers for the served script's own frame; from a library

@@ -14,11 +14,12 @@ import pandas as pd
 import panel as pn
 import param
 
+from . import _plots
 from ._blame import BLAME_COLUMNS
 from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
 
 __all__ = ["ControlsSection", "MessagesSection", "PlotsSection", "ProgramsSection",
-           "ResultsSection", "program_html", "side_by_side_html"]
+           "ResultsSection", "RunsSection", "program_html", "side_by_side_html"]
 
 # Wide enough for each header (its name, the sort arrow) and for typical values.
 _COLUMN_WIDTHS = {name: max(width, 11 * len(name) + 44) for name, width in {
@@ -402,3 +403,43 @@ class ProgramsSection(_Section):
             lines = "\n".join(f"- `{line}`" for line in summary.splitlines())
             text += f"\n\n**Operations that differ** (jaxpr equations by primitive):\n\n{lines}"
         return text
+
+
+class RunsSection(_Section):
+    """Compare runs: two groups of rows (JAX version, backend, device kind, host, interpreter)
+    as ratios per representation and N, a plot and a table. Built when first shown."""
+
+    def _build(self) -> pn.Column:
+        return pn.Column(sizing_mode="stretch_width")
+
+    @property
+    def built(self) -> bool:
+        return bool(self._layout.objects)
+
+    def build(self) -> None:
+        if not self.built:
+            self._layout.objects = [self._runs()]
+
+    def _runs(self) -> pn.Column:
+        r = self.model.runs
+        w = pn.widgets
+        choose = pn.Row(
+            w.Select.from_param(r.param.runs_by, width=170),
+            w.Select.from_param(r.param.runs_a, width=200),
+            w.Select.from_param(r.param.runs_b, width=200),
+            w.Select.from_param(r.param.runs_metric, width=170))
+        message = _md(r.param.runs_message, sizing_mode="stretch_width")
+        plot = pn.pane.HoloViews(
+            pn.bind(_plots.run_ratio_plot, r.param.runs_table, r.param.runs_metric),
+            sizing_mode="stretch_width", height=_plots.PLOT_HEIGHT + 20)
+        table = w.Tabulator(
+            pn.bind(lambda t: t if t is not None else pd.DataFrame(), r.param.runs_table),
+            disabled=True, show_index=False, pagination="local", page_size=15,
+            sizing_mode="stretch_width", height=360,
+            visible=pn.bind(lambda t: t is not None, r.param.runs_table))
+        return pn.Column(
+            _md("Two groups of the rows above side by side, per representation and N: the "
+                "ratio b / a of compile time, program size and runtime (1 = no change). Store "
+                "the same sweep under two JAX versions (`pytree-explorer sweep --python "
+                "PATH`) or from two machines to compare them.", margin=(0, 10)),
+            choose, message, plot, table, sizing_mode="stretch_width")

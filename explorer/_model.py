@@ -10,7 +10,8 @@ out. :class:`ExplorerModel` composes one page from its parts, each in its own mo
 - :class:`Results` (``results``): stored and measured rows, the example sweep, trajectories;
 - :class:`PlotView` (``view``): view choices, the four plots and their redraws;
 - :class:`JobQueue` (``jobs``): run, sweep, cancel, and the status of background jobs;
-- :class:`ProgramInspector` (``programs``): inspect a result's programs, compare two.
+- :class:`ProgramInspector` (``programs``): inspect a result's programs, compare two;
+- :class:`RunComparison` (``runs``): two groups of rows (JAX version, backend, host...) as ratios.
 
 Per-session state lives in the instance. Measurements go through
 :func:`explorer.shared_executor` (one queue for every session, one job at a time) and are stored
@@ -30,16 +31,17 @@ from ._model_controls import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, CaseControl
 from ._model_jobs import JobQueue
 from ._model_programs import ProgramInspector
 from ._model_results import Results
+from ._model_runs import RunComparison
 from ._model_session import Session
 from ._model_view import PlotView
 from ._problems import problems
 from ._store import Store
 
 __all__ = ["MAX_N_STATES", "N_CHOICES", "ROLLOUT_MAX_N", "CaseControls", "ExplorerModel",
-           "JobQueue", "PlotView", "ProgramInspector", "Results", "Session"]
+           "JobQueue", "PlotView", "ProgramInspector", "Results", "RunComparison", "Session"]
 
 _PARTS = {"session": Session, "controls": CaseControls, "results": Results, "view": PlotView,
-          "programs": ProgramInspector}
+          "programs": ProgramInspector, "runs": RunComparison}
 
 
 class ExplorerModel(param.Parameterized):
@@ -58,6 +60,7 @@ class ExplorerModel(param.Parameterized):
     view = param.ClassSelector(class_=PlotView, precedence=-1)
     jobs = param.ClassSelector(class_=JobQueue, precedence=-1)
     programs = param.ClassSelector(class_=ProgramInspector, precedence=-1)
+    runs = param.ClassSelector(class_=RunComparison, precedence=-1)
 
     @classmethod
     def part_params(cls) -> dict[str, str]:
@@ -83,8 +86,9 @@ class ExplorerModel(param.Parameterized):
                         view=view)
         programs = ProgramInspector(session=session, controls=controls, results=results,
                                     view=view, jobs=jobs, **given["programs"])
+        runs = RunComparison(results=results, **given["runs"])
         super().__init__(session=session, controls=controls, results=results, view=view,
-                         jobs=jobs, programs=programs)
+                         jobs=jobs, programs=programs, runs=runs)
         self._follow_latest(explicit=set(params))
         controls.ask_backends(jobs.executor)
 

@@ -212,6 +212,9 @@ class Packed:
         order = [i for idx in groups.values() for i in idx]
         self._perm = None if order == list(range(len(outs))) else np.argsort(order)
         self._report = None
+        # What jit and make_jaxpr name the packed step by (otherwise they ask repr(self), which
+        # computes the report by tracing it: a recursion).
+        self.__name__ = f"packed_{getattr(step, '__name__', type(step).__name__)}"
 
     def pack_args(self, *args) -> tuple:
         """One stacked NumPy array per argument, leaves in ``tree_leaves`` order on axis 0.
@@ -275,7 +278,9 @@ class Packed:
         if self._report is None:
             structs = [jax.ShapeDtypeStruct((n, *shape), dtype)
                        for n, shape, dtype in self._specs]
-            after = _count_eqns(jax.make_jaxpr(self)(*structs).jaxpr)
+            # Traced through a plain function: tracing ``self`` itself would name the trace
+            # after ``repr(self)``, which asks for this report again.
+            after = _count_eqns(jax.make_jaxpr(lambda *a: self(*a))(*structs).jaxpr)
             self._report = PackReport(
                 eqns_before=self._eqns_before, eqns_after=after, packs=len(self._groups),
                 permuted=self._perm is not None, scalar=tuple(sorted(self._graph.scalar)),

@@ -520,3 +520,43 @@ def export_html(plots: Sequence[hv.core.Dimensioned],
     # With Panel imported, Bokeh also lists a script of Panel's server (a module shim the plots
     # do not use) by a path relative to a server; a standalone file cannot load it.
     return _SERVER_SCRIPT.sub("", html).encode()
+
+
+_RATIO_LABELS = {"compile_s": "compile time", "hlo_pre_bytes": "program size",
+                 "run_s": "runtime per call"}
+
+
+def run_ratio_plot(table: pd.DataFrame | None, metric: str = "compile_s") -> hv.Overlay:
+    """Ratio ``b / a`` of ``metric`` vs N, one line per representation (from
+    :func:`explorer.compare_runs`), on log axes with a line at 1 (no change)."""
+    _bokeh()
+    label = _RATIO_LABELS.get(metric, metric)
+    title = "Compare runs: " + label
+    if table is None or table.empty:
+        return placeholder(title, "Nothing to compare yet.")
+    by, a, b = (table.attrs.get(k) for k in ("by", "a", "b"))
+    title = f"{label}: {by} {b} / {a}"
+    y = hv.Dimension("ratio", label=f"{label} ratio (b / a)")
+    curves, points = [], []
+    for rep in dict.fromkeys([*REPRESENTATION_COLORS, *table["representation"].unique()]):
+        part = table[table["representation"] == rep]
+        data = pd.DataFrame({"n_states": pd.to_numeric(part["n_states"], errors="coerce"),
+                             "ratio": pd.to_numeric(part[f"{metric}_ratio"], errors="coerce")})
+        data = data[(data["n_states"] > 0) & (data["ratio"] > 0)].sort_values("n_states")
+        if data.empty:
+            continue
+        curves.append(hv.Curve(data, N_DIM, y, label=rep).opts(
+            backend="bokeh", color=color_of(rep), line_width=2, tools=[]))
+        points.append(data.assign(representation=rep, color=color_of(rep)))
+    if not curves:
+        return placeholder(title, "No positive ratios to show on log axes.")
+    every = pd.concat(points, ignore_index=True)
+    scatter = hv.Scatter(every, N_DIM, [y, "representation", "color"]).opts(
+        backend="bokeh", color="color", size=7, tools=["hover"], show_legend=False)
+    same = hv.HLine(1.0).opts(backend="bokeh", color="#888888", line_dash="dashed",
+                              line_width=1)
+    ratios = pd.concat([every["ratio"], pd.Series([1.0])])
+    return hv.Overlay([*curves, scatter, same]).opts(
+        backend="bokeh", **_opts(title=title, logx=True, logy=True,
+                                 xticks=_ticks_for(every["n_states"]) or None,
+                                 yticks=_ticks_for(ratios) or None))

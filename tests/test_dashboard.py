@@ -21,6 +21,9 @@ def test_the_view_builds_without_a_server(tmp_path, executor):
         assert not view.programs.built
         view.tabs.active = 1
         assert view.programs.built
+        assert not view.runs.built
+        view.tabs.active = 2
+        assert view.runs.built
     finally:
         view.model.close()
 

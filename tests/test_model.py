@@ -10,6 +10,7 @@ import time
 import holoviews as hv
 import pytest
 
+import explorer
 from explorer import Store
 from explorer._model import ROLLOUT_MAX_N, ExplorerModel
 
@@ -385,3 +386,36 @@ def test_bad_input_is_said_next_to_the_fields_and_in_the_status(model):
         "Run not started: ")
     controls.n_states = 3
     assert controls.input_error == ""
+
+
+def test_compare_runs_puts_two_jax_versions_side_by_side(tmp_path, executor):
+    """Rows of the same cases under two JAX versions: the Compare runs part finds both groups
+    and gives the ratios b / a (rows written as another interpreter's worker would)."""
+    import explorer._plots as plots  # noqa: PLC0415
+    from explorer._model import ExplorerModel  # noqa: PLC0415
+
+    store = explorer.Store(tmp_path / "r.sqlite")
+    for version, compile_s in (("0.10.2", 1.0), ("0.12.0", 3.0)):
+        for rep, n in (("dict", 10), ("dict", 30), ("array", 10)):
+            store.add({"problem": "decay", "representation": rep, "n_states": n, "horizon": 50,
+                       "target": "loss", "unroll": 1, "status": "ok", "jax_version": version,
+                       "trace_s": 0.1, "lower_s": 0.1, "compile_s": compile_s * n / 10,
+                       "hlo_pre_bytes": 1000 * n, "run_s": 1e-4, "finished_at": 1.0})
+    m = ExplorerModel(store=store, executor=executor)
+    try:
+        runs = m.runs
+        assert runs.param.runs_a.objects == ["0.10.2", "0.12.0"]
+        assert (runs.runs_a, runs.runs_b) == ("0.10.2", "0.12.0")
+        table = runs.runs_table
+        assert len(table) == 3 and set(table["compile_s_ratio"]) == {3.0}
+        assert set(table["hlo_pre_bytes_ratio"]) == {1.0}
+        assert "3 case(s)" in runs.runs_message and "compile time: 3.00×" in runs.runs_message
+        runs.runs_b = "0.10.2"  # the same group twice
+        assert runs.runs_table is None and "two different" in runs.runs_message
+        runs.runs_by = "host"  # one value only: said, not a traceback
+        assert runs.runs_table is None and "value(s) of host" in runs.runs_message
+        runs.runs_by = "jax_version"
+        plot = plots.run_ratio_plot(runs.runs_table, "compile_s")
+        assert {el.label for el in plot if isinstance(el, hv.Curve)} == {"dict", "array"}
+    finally:
+        m.close()

@@ -13,13 +13,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-import json
 import os
-import socket
 import sqlite3
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -28,114 +25,35 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: appends to the side file are not locked
-    fcntl = None
-
+# Names imported from here by other modules and tests are kept importable from here.
+from ._store_errors import RowPending, StoreError, StoreWarning, _Unwritable  # noqa: F401
+from ._store_pending import PENDING_SUFFIX, SideFile, _append_line  # noqa: F401
+from ._store_schema import (  # noqa: F401
+    _INT,
+    _TEXT,
+    COLUMNS,
+    MEASUREMENT_COLUMNS,
+    STATUSES,
+    TABLE_COLUMNS,
+    check_ours,
+    create,
+    is_current,
+)
+from ._store_sweeps import lock_holder, sweeping
 
 ENV_VAR = "PYTREE_EXPLORER_DB"
 DEFAULT_PATH = Path("~/.local/share/pytree-explorer/results.sqlite")
-
-SPEC_COLUMNS = ("problem", "representation", "n_states", "horizon", "target", "unroll",
-                "backend_requested",
-                "problem_source")  # "built-in", or where a define_problem problem's code is
-META_COLUMNS = ("id", "run_id", "status", "error", "started_at", "finished_at", "host")
-# The fields of ``explorer.Measurement``, in its order (a test checks they stay in step; the
-# store imports no JAX, so it does not read them from the dataclass).
-MEASUREMENT_COLUMNS = (
-    "name", "trace_s", "lower_s", "compile_s", "first_run_s", "run_s", "repeats",
-    "trace_s_spread", "lower_s_spread", "compile_s_spread", "run_s_spread", "xla_compile_s",
-    "jaxpr_eqns", "jaxpr_eqns_top", "n_leaves", "hlo_pre_bytes", "hlo_post_bytes", "flops",
-    "bytes_accessed", "temp_bytes", "argument_bytes", "output_bytes", "generated_code_bytes",
-    "backend", "device_kind", "jax_version", "jaxlib_version", "backend_compiles", "cache_hits",
-    "cold",
-)
-# Where a row was measured: the interpreter, the machine's cores and its load (1-minute
-# average) as the job started, and the Dask worker's name on a cluster (``None`` locally).
-ENVIRONMENT_COLUMNS = ("python", "cpu_count", "load_avg", "worker")
-# Column order of a stored row (and of every results DataFrame).
-COLUMNS: tuple[str, ...] = (META_COLUMNS + SPEC_COLUMNS + MEASUREMENT_COLUMNS
-                            + ENVIRONMENT_COLUMNS)
-# The columns a results table shows, the figures people read first leading (the dashboard's
-# table and ``pytree-explorer list``; the CLI leaves out the wide text columns at the end).
-# What people read first (what, N, the three figures), then where it came from, then the rest.
-TABLE_COLUMNS: tuple[str, ...] = (
-    "representation", "n_states", "target", "compile_s", "hlo_pre_bytes", "run_s", "status",
-    "source", "id", "problem", "horizon", "unroll", "trace_s", "lower_s",
-    "hlo_post_bytes", "jaxpr_eqns", "n_leaves", "backend", "device_kind", "jax_version", "host",
-    "error",
-)
-STATUSES = ("ok", "error", "timeout", "crashed", "oom", "cancelled")
-
-_INT = {"id", "n_states", "horizon", "unroll", "repeats", "jaxpr_eqns", "jaxpr_eqns_top",
-        "n_leaves", "hlo_pre_bytes", "hlo_post_bytes", "temp_bytes", "argument_bytes",
-        "output_bytes", "generated_code_bytes", "backend_compiles", "cache_hits", "cold",
-        "cpu_count"}
-_TEXT = {"run_id", "status", "error", "host", "problem", "representation", "target",
-         "backend_requested", "name", "backend", "device_kind", "jax_version", "jaxlib_version",
-         "python", "worker", "problem_source"}
-
-
-# Written at creation (``PRAGMA application_id``, "PTEX"): a file without it is another
-# program's database, unless it holds the measurements table of an earlier explorer.
-APPLICATION_ID = 0x50544558
-SCHEMA_VERSION = 1
-# Columns every explorer store has had since its first version: how an earlier store (made
-# before the application id) is told from another program's ``measurements`` table.
-_EARLIER_COLUMNS = frozenset({"id", "run_id", "status", "problem", "representation",
-                              "n_states", "horizon", "target", "compile_s"})
-
 
 # How long a write waits for a lock held by another process before a finished row is kept in
 # the side file instead (``Store(timeout=...)``, ``sweep --lock-wait``).
 DEFAULT_LOCK_WAIT_S = 60.0
 # A lock released within this is not worth a message (another sweep committing its row).
 _QUICK_S = 0.2
-PENDING_SUFFIX = ".pending.jsonl"
-
-
-class StoreError(ValueError):
-    """The store file cannot be used (not a database, locked, unwritable)."""
-
-
-class RowPending(StoreError):
-    """A finished row (or rollout) was not written to the store but kept in its side file.
-
-    The store stayed locked or refused the write; nothing is lost: the next write to the
-    store (a sweep starting or storing a row) adds what the side file holds. ``path`` is
-    the side file.
-    """
-
-    def __init__(self, message: str, path: Path):
-        super().__init__(message)
-        self.path = path
-
-
-class StoreWarning(UserWarning):
-    """Something about the store to know now: a lock being waited for, rows kept in the side
-    file, another sweep measuring into the same store on this machine."""
-
-
-class _Unwritable(StoreError):
-    """The store refused a write (locked, read-only, full, I/O error); ``busy``: locked."""
-
-    def __init__(self, message: str, busy: bool):
-        super().__init__(message)
-        self.busy = busy
 
 
 def default_path() -> Path:
     """``$PYTREE_EXPLORER_DB`` if set, else ``~/.local/share/pytree-explorer/results.sqlite``."""
     return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH).expanduser()
-
-
-def _sql_type(column: str) -> str:
-    if column in _INT:
-        return "INTEGER"
-    if column in _TEXT:
-        return "TEXT"
-    return "REAL"
 
 
 class Store:
@@ -162,12 +80,12 @@ class Store:
         self._ready = False
         self._ours = False  # checked: an intact explorer store (rows may be kept beside it)
         self._said_waiting = False  # the lock-wait message of this episode was given
-        self._deferring = False  # rows go to the side file without waiting again
+        self._side = SideFile(self.path)  # rows go there without waiting again once deferring
 
     @property
     def pending_path(self) -> Path:
         """The side file of rows kept while the store could not be written."""
-        return Path(f"{self.path}{PENDING_SUFFIX}")
+        return self._side.path
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -190,22 +108,6 @@ class Store:
     def _memory(self) -> bool:
         return str(self.path) == ":memory:"
 
-    def _check_ours(self, con: sqlite3.Connection) -> set[str]:
-        """The measurements table's columns, after checking the file is an explorer store.
-
-        Reads only. An empty database (no tables) is ours to fill; a foreign one raises.
-        """
-        app = con.execute("PRAGMA application_id").fetchone()[0]
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        have = ({r[1] for r in con.execute("PRAGMA table_info(measurements)")}
-                if "measurements" in tables else set())
-        if app == APPLICATION_ID or (app == 0 and not tables):
-            return have
-        if app == 0 and _EARLIER_COLUMNS <= have:  # made by an earlier explorer
-            return have
-        raise StoreError(f"store {self.path} is not a pytree-explorer results file (another "
-                         "program's SQLite database); it was left untouched")
-
     @contextlib.contextmanager
     def _reading(self):
         """A read-only connection and the columns it has, or ``(None, set())`` if no file.
@@ -227,7 +129,7 @@ class Store:
                 con = sqlite3.connect(uri + query, uri=True, timeout=self.timeout)
                 try:
                     con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-                    have = self._check_ours(con)
+                    have = check_ours(con, self.path)
                     break
                 except sqlite3.OperationalError as err:
                     con.close()
@@ -291,57 +193,26 @@ class Store:
             if self._ready:
                 return
             try:
-                have = self._check_ours(con)  # before anything is written to the file
+                have = check_ours(con, self.path)  # before anything is written to the file
                 check = con.execute("PRAGMA quick_check").fetchall()
                 if check != [("ok",)]:
                     raise StoreError(
                         f"store {self.path} failed its integrity check ({check[0][0]}); "
                         "it was left untouched")
                 self._ours = not self._memory()
-                if not self._schema_complete(con, have):  # a store up to date needs no lock
+                if not is_current(con, have, self._memory()):  # a store up to date needs no lock
                     self._make_schema(con)
             except (sqlite3.Error, StoreError) as err:
                 con.close()
                 raise self._fail(err) from None
             self._ready = True
 
-    def _schema_complete(self, con: sqlite3.Connection, have: set[str]) -> bool:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-        return (con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-                and con.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION
-                and (self._memory()
-                     or con.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal")
-                and set(COLUMNS) <= have and "by_spec" in indexes
-                and {"rollouts", "active_sweeps", "merged_pending"} <= tables)
-
     def _make_schema(self, con: sqlite3.Connection) -> None:
         if not self._memory():
             con.execute("PRAGMA journal_mode=WAL")  # not inside a transaction
         self._begin(con, self.timeout)
         try:
-            con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            if con.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-                con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            cols = ", ".join(
-                f"{c} INTEGER PRIMARY KEY AUTOINCREMENT" if c == "id" else f"{c} {_sql_type(c)}"
-                for c in COLUMNS)
-            con.execute(f"CREATE TABLE IF NOT EXISTS measurements ({cols})")
-            have = {r[1] for r in con.execute("PRAGMA table_info(measurements)")}
-            for c in COLUMNS:
-                if c not in have:  # an older store: add the new column, keep every row
-                    con.execute(f"ALTER TABLE measurements ADD COLUMN {c} {_sql_type(c)}")
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS rollouts (measurement_id INTEGER PRIMARY KEY, "
-                "names TEXT, data BLOB)")
-            con.execute("CREATE INDEX IF NOT EXISTS by_spec ON measurements "
-                        "(problem, representation, n_states, horizon, target)")
-            # Sweeps measuring into this store now (one row each while it runs).
-            con.execute("CREATE TABLE IF NOT EXISTS active_sweeps (run_id TEXT PRIMARY KEY, "
-                        "host TEXT, pid INTEGER, pid_start TEXT, started_at REAL)")
-            # Side-file rows already added: a merge cut short and run again stores each once.
-            con.execute("CREATE TABLE IF NOT EXISTS merged_pending (key TEXT PRIMARY KEY, "
-                        "measurement_id INTEGER)")
+            create(con)
             con.execute("COMMIT")
         except BaseException:
             _rollback(con)
@@ -364,7 +235,7 @@ class Store:
                 raise
         if not self._said_waiting and then is not None:
             self._said_waiting = True
-            warnings.warn(f"store {self.path} is locked by {_lock_holder(self.path)}; waiting up "
+            warnings.warn(f"store {self.path} is locked by {lock_holder(self.path)}; waiting up "
                           f"to {wait:g} s for it{then}", StoreWarning, stacklevel=5)
         con.execute(f"PRAGMA busy_timeout = {int((wait - _QUICK_S) * 1000)}")
         con.execute("BEGIN IMMEDIATE")
@@ -385,7 +256,7 @@ class Store:
             try:
                 try:
                     self._begin(con, wait, then)
-                    merge = self._merge_pending(con)
+                    merge = None if self._memory() else self._side.merge(con, _add_record)
                     yield con
                     con.execute("COMMIT")
                 except BaseException:
@@ -400,88 +271,24 @@ class Store:
                     merge.close()
                 con.close()
             # Written: the next lock episode is announced again, rows wait for it again.
-            self._said_waiting = self._deferring = False
+            self._said_waiting = self._side.deferring = False
 
     def _write_wait(self) -> float:
         # Once a row went to the side file, the next ones do not wait again (only a moment,
         # as for another sweep's commit) until a write succeeds.
-        return min(_QUICK_S, self.timeout) if self._deferring else self.timeout
+        return min(_QUICK_S, self.timeout) if self._side.deferring else self.timeout
 
     def _keep_aside(self, record: dict[str, Any], err: _Unwritable, what: str) -> None:
-        """Append ``record`` to the side file, then raise :class:`RowPending`."""
+        """Keep ``record`` in the side file, then raise :class:`RowPending`."""
         if not self._ours:  # never put a file beside one not known to be an explorer store
             raise err
-        pending = self.pending_path
-        try:
-            _append_line(pending, {"key": uuid.uuid4().hex, **record})
-        except OSError as os_err:
-            raise StoreError(f"{err}, and the {what} could not be kept in {pending} either "
-                             f"({os_err.strerror or os_err})") from None
-        if not self._deferring:
-            self._deferring = True
-            warnings.warn(f"{err}: finished rows are kept in {pending} until it can be written; "
-                          "the next write to the store adds them", StoreWarning, stacklevel=3)
-        raise RowPending(f"{err}; the {what} is kept in {pending} and will be stored by the "
-                         "next write to the store", pending)
-
-    def _merge_pending(self, con: sqlite3.Connection) -> _Merge | None:
-        """Add the side file's rows inside the open transaction (see :meth:`_transaction`)."""
-        if self._memory():
-            return None
-        try:
-            fd = os.open(self.pending_path, os.O_RDWR)
-        except FileNotFoundError:
-            return None
-        except OSError as err:
-            warnings.warn(f"cannot read {self.pending_path} ({err.strerror}); the rows in it "
-                          "were left there", StoreWarning, stacklevel=4)
-            return None
-        merge = _Merge(fd, self.pending_path)
-        try:
-            _lock_file(fd)
-            if os.fstat(fd).st_nlink == 0:  # merged and removed by another process meanwhile
-                merge.close()
-                return None
-            with os.fdopen(os.dup(fd), "rb") as f:
-                lines = f.read().splitlines()
-            for line in lines:
-                try:
-                    record = json.loads(line)
-                    key, kind = str(record["key"]), record["kind"]
-                except (ValueError, KeyError, TypeError):
-                    if line.strip():  # a line cut short by a crash while it was appended
-                        merge.bad.append(line)
-                    continue
-                if con.execute("SELECT 1 FROM merged_pending WHERE key = ?", (key,)).fetchone():
-                    continue
-                con.execute("SAVEPOINT record")  # a record that cannot be added is set aside whole
-                try:
-                    merge.rows += _merge_record(con, key, kind, record)
-                    con.execute("RELEASE record")
-                except (ValueError, KeyError, TypeError, IndexError, AttributeError,
-                        sqlite3.InterfaceError, sqlite3.IntegrityError, sqlite3.ProgrammingError):
-                    con.execute("ROLLBACK TO record")
-                    con.execute("RELEASE record")
-                    merge.bad.append(line)
-        except BaseException:
-            merge.close()
-            raise
-        return merge
+        self._side.keep(record, err, what)
 
     def pending_rows(self) -> int:
         """How many finished rows wait in the side file to be added to the store (reads only)."""
-        try:
-            with open(self.pending_path, "rb") as f:
-                found = 0
-                for line in f:
-                    with contextlib.suppress(ValueError, TypeError):
-                        found += json.loads(line).get("kind") == "row"
-                return found
-        except OSError:
-            return 0
+        return self._side.rows()
 
     # -- sweeps running on this store --------------------------------------------------
-    @contextlib.contextmanager
     def sweeping(self, run_id: str):
         """Mark a sweep of this process as running in the store while the block runs.
 
@@ -489,33 +296,8 @@ class Store:
         this store from this host now; entries of sweeps whose process is gone are removed.
         Best effort: a store locked for a moment runs the sweep unmarked.
         """
-        me = {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
-              "pid_start": _process_start(os.getpid()), "started_at": time.time()}
-        others, stale = [], []
-        with contextlib.suppress(StoreError):
-            for run, host, pid, start, at in self._read_table(
-                    "SELECT run_id, host, pid, pid_start, started_at FROM active_sweeps"):
-                if host != me["host"] or run == run_id:
-                    continue
-                if _alive(pid, start):
-                    others.append({"run_id": run, "pid": pid, "started_at": at})
-                else:
-                    stale.append(run)
-        marked = False
-        with contextlib.suppress(_Unwritable):
-            with self._transaction(min(self.timeout, 2.0), None) as con:
-                con.executemany("DELETE FROM active_sweeps WHERE run_id = ?",
-                                [(r,) for r in stale])
-                con.execute("INSERT OR REPLACE INTO active_sweeps VALUES (?, ?, ?, ?, ?)",
-                            tuple(me.values()))
-            marked = True
-        try:
-            yield others
-        finally:
-            if marked:  # if this fails, the entry is stale once this process ends
-                with contextlib.suppress(StoreError), \
-                        self._transaction(min(self.timeout, 2.0), None) as con:
-                    con.execute("DELETE FROM active_sweeps WHERE run_id = ?", (run_id,))
+        wait = min(self.timeout, 2.0)
+        return sweeping(self._read_table, lambda: self._transaction(wait, None), run_id)
 
     # -- writing -----------------------------------------------------------------------
     def add(self, row: Mapping[str, Any], rollout: tuple[list[str], np.ndarray] | None = None) -> int:
@@ -678,39 +460,6 @@ def to_frame(records: Iterable[tuple] | Iterable[Mapping[str, Any]]) -> pd.DataF
     return frame
 
 
-class _Merge:
-    """The side file being merged: its descriptor, locked until the merge is committed."""
-
-    def __init__(self, fd: int, path: Path):
-        self.fd: int | None = fd
-        self.path = path
-        self.rows = 0
-        self.bad: list[bytes] = []
-
-    def finish(self) -> None:
-        """After the commit: remove the side file (lines that could not be read are kept)."""
-        try:
-            if self.bad:
-                _append_bytes(Path(f"{self.path}.unreadable"), b"\n".join(self.bad) + b"\n")
-            os.unlink(self.path)
-        except OSError as err:  # stored all the same; merged again later, each row once
-            warnings.warn(f"the rows of {self.path} are stored, but the file could not be "
-                          f"removed ({err.strerror or err})", StoreWarning, stacklevel=5)
-            return
-        if self.rows:
-            warnings.warn(f"{self.rows} row(s) kept in {self.path} while the store could not be "
-                          "written are now stored in it", StoreWarning, stacklevel=5)
-        if self.bad:
-            warnings.warn(f"{len(self.bad)} unreadable line(s) of {self.path} (cut short by a "
-                          f"crash) were moved to {self.path}.unreadable", StoreWarning,
-                          stacklevel=5)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # releases the lock
-            self.fd = None
-
-
 class _SharedConnection:
     """The one connection of a ``":memory:"`` store: closing it is a no-op."""
 
@@ -762,21 +511,21 @@ def _insert_row(con: sqlite3.Connection, values: Mapping[str, Any],
     return row_id
 
 
-def _merge_record(con: sqlite3.Connection, key: str, kind: str, record: Mapping[str, Any]) -> int:
-    """Add one side-file record (a row, or the rollout of a stored row); 1 for a new row."""
+def _add_record(con: sqlite3.Connection, kind: str,
+                record: Mapping[str, Any]) -> tuple[int, int]:
+    """Add one side-file record (a row, or the rollout of a stored row): its row's id, and 1
+    for a new row."""
     rollout = _decode_rollout(record.get("rollout"))
     if kind == "row":
         values = {c: v for c, v in record["row"].items() if c in COLUMNS and c != "id"}
-        row_id, added = _insert_row(con, values, rollout), 1
-    elif kind == "rollout":  # of a row already stored; a second rollout is not added
-        row_id, added = int(record["measurement_id"]), 0
+        return _insert_row(con, values, rollout), 1
+    if kind == "rollout":  # of a row already stored; a second rollout is not added
+        row_id = int(record["measurement_id"])
         con.execute("INSERT OR IGNORE INTO rollouts SELECT ?, ?, ? WHERE EXISTS "
                     "(SELECT 1 FROM measurements WHERE id = ?)",
                     (row_id, "\n".join(rollout[0]), _to_npy(rollout[1]), row_id))
-    else:
-        raise ValueError(f"unknown record kind {kind!r}")
-    con.execute("INSERT INTO merged_pending VALUES (?, ?)", (key, row_id))
-    return added
+        return row_id, 0
+    raise ValueError(f"unknown record kind {kind!r}")
 
 
 def _encode_rollout(rollout: tuple[list[str], np.ndarray] | None) -> list | None:
@@ -800,105 +549,3 @@ def _rollback(con: sqlite3.Connection) -> None:
     if con.in_transaction:
         with contextlib.suppress(sqlite3.Error):
             con.execute("ROLLBACK")
-
-
-def _lock_file(fd: int) -> None:
-    """An exclusive lock on the side file: appends and a merge's removal never interleave."""
-    if fcntl is not None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-
-
-def _append_line(path: Path, record: Mapping[str, Any]) -> None:
-    """Append one JSON line to the side file, durably (fsync) and whole."""
-    _append_bytes(path, json.dumps(record, default=str).encode() + b"\n")
-
-
-def _append_bytes(path: Path, data: bytes) -> None:
-    while True:
-        created = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            _lock_file(fd)
-            size, links = os.fstat(fd).st_size, os.fstat(fd).st_nlink
-            if links == 0:  # merged and removed while we waited for its lock: a new file
-                continue
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data  # after a line cut short by a crash, not glued to it
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:  # the new file's name is durable too
-            with contextlib.suppress(OSError):
-                dfd = os.open(path.parent, os.O_RDONLY)
-                try:
-                    os.fsync(dfd)
-                finally:
-                    os.close(dfd)
-        return
-
-
-def _lock_holder(path: Path) -> str:
-    """Who holds the write lock of an SQLite file, from ``/proc/locks`` (Linux), best effort."""
-    pids = set()
-    try:
-        files = {}
-        for name, where in ((f"{path}-shm", 120), (str(path), None)):
-            with contextlib.suppress(OSError):
-                st = os.stat(name)
-                files[(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)] = where
-        with open("/proc/locks") as f:
-            for line in f:
-                # "1: POSIX  ADVISORY  WRITE 5360 fe:00:2162704 120 120" (waiters have "->")
-                parts = line.split()
-                if len(parts) < 8 or parts[1] != "POSIX" or parts[3] != "WRITE":
-                    continue
-                major, minor, inode = parts[5].split(":")
-                key = (int(major, 16), int(minor, 16), int(inode))
-                if key not in files:
-                    continue
-                byte, end = files[key], parts[7]
-                if byte is None or int(parts[6]) <= byte <= (
-                        float("inf") if end == "EOF" else int(end)):
-                    pids.add(int(parts[4]))
-    except (OSError, ValueError):
-        pass
-    others = sorted(pids - {os.getpid()})
-    if not others:
-        return ("another connection of this process" if pids
-                else "another process or connection")
-    names = []
-    for pid in others:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = " ".join(f.read().decode(errors="replace").replace("\0", " ").split())
-        except OSError:
-            cmd = ""
-        cmd = cmd if len(cmd) <= 60 else cmd[:57] + "..."
-        names.append(f"pid {pid} ({cmd})" if cmd else f"pid {pid}")
-    return ", ".join(names)
-
-
-def _process_start(pid: int) -> str | None:
-    """When a process started (``/proc/PID/stat``), to tell it from a later one with its pid;
-    ``None`` where unknown, ``"Z"`` for a zombie (ended, not yet waited for)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return "Z" if fields[0] in ("Z", "X") else fields[19]
-
-
-def _alive(pid: Any, start: Any) -> bool:
-    """Whether the process ``pid`` that started at ``start`` still runs on this host."""
-    try:
-        os.kill(int(pid), 0)
-    except PermissionError:
-        pass
-    except (OSError, OverflowError, TypeError, ValueError):
-        return False
-    now = _process_start(int(pid))
-    return now != "Z" and (start is None or now is None or now == start)

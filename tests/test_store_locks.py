@@ -153,15 +153,16 @@ def test_merging_twice_stores_each_row_once(tmp_path, holder):
     assert not store.pending_path.exists()
 
 
-# Merges the side file of the store argv[1], loading the store module alone (no JAX: ready in
-# a moment, so a kill lands during the merge).
+# Merges the side file of the store argv[1], loading the store's modules alone, not the package
+# (no JAX: ready in a moment, so a kill lands during the merge).
 MERGER = """
-import importlib.util, sys, warnings
-spec = importlib.util.spec_from_file_location("store_alone", sys.argv[2])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+import sys, types, warnings
+package = types.ModuleType("explorer")
+package.__path__ = [sys.argv[2]]
+sys.modules["explorer"] = package
+from explorer._store import Store
 warnings.simplefilter("ignore")
-store = module.Store(sys.argv[1])
+store = Store(sys.argv[1])
 print("ready", flush=True)
 store.check_writable()
 """
@@ -178,7 +179,7 @@ def test_kill_9_during_a_merge_loses_nothing(tmp_path):
     cut_short = 0
     for delay in (0.05, 0.2, 0.4):
         proc = subprocess.Popen([sys.executable, "-c", MERGER, str(path),
-                                 str(ROOT / "explorer" / "_store.py")], stdout=subprocess.PIPE)
+                                 str(ROOT / "explorer")], stdout=subprocess.PIPE)
         assert proc.stdout.readline().strip() == b"ready"
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)

@@ -188,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="as for jax.jit, e.g. 1 or 1,2")
     dg.add_argument("--no-compile", action="store_true",
                     help="trace and lower only (fast; no compile time)")
+    dg.add_argument("--no-pack", action="store_true",
+                    help="do not try explorer.pack on a per-leaf-repetition finding (by default "
+                    "it is tried, checked equal, and its measured ratios shown in the finding)")
     dg.add_argument("--backend", default=None, help="cpu, gpu... (default: JAX's default)")
     dg.add_argument("--html", default=None, metavar="PATH",
                     help="also write a standalone HTML report (opens offline)")
@@ -308,7 +311,7 @@ def _diagnose(args: argparse.Namespace) -> int:
     from ._diagnose import diagnose  # noqa: PLC0415
 
     options = dict(static_argnums=tuple(args.static_argnums), compile=not args.no_compile,
-                   backend=args.backend)
+                   backend=args.backend, try_pack=not args.no_pack)
     if args.sizes is None:
         diagnosis = diagnose(fn, *_call_factory(factory, args.args), **options)
     else:

@@ -21,9 +21,10 @@ from typing import Any
 
 import jax
 import jax.extend.core as jex_core
+import numpy as np
 import pandas as pd
 
-from . import _findings
+from . import _findings, _pack
 from . import _validate as v
 from ._blame import LineKey, blame_frame, line_of, scopes
 from ._findings import Finding, LineShape, Limits, Program
@@ -32,13 +33,14 @@ from ._measure import (Measurement, _device, _fun_name, count_eqns, measure_trac
 
 from ._fits import fit_power_law, format_exponent
 
-__all__ = ["Diagnosis", "Finding", "Projection", "diagnose"]
+__all__ = ["Diagnosis", "Finding", "PackTrial", "Projection", "diagnose"]
 
 DEFAULT_SIZES = (10, 30, 100)
 MAX_SIZE = 1_000_000
 PROJECTION_FACTOR = 10
 BUSY_LINES = 16  # per scope; findings report at most three lines per kind anyway
 SIZE_METRICS = ("n_leaves", "jaxpr_eqns", "stablehlo_bytes", "trace_s", "lower_s", "compile_s")
+PACK_RTOL, PACK_ATOL = 1e-5, 1e-6  # the packed outputs must match the original's this closely
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +59,32 @@ class Projection:
         return (f"projection: compile ≈ {self.compile_s:.3g} s at size {self.size} (power law "
                 f"k={format_exponent(self.k)}, r²={self.r2:.2f}, fitted on sizes {sizes}; "
                 "not measured)")
+
+
+@dataclasses.dataclass(frozen=True)
+class PackTrial:
+    """What happened when ``diagnose`` tried :func:`explorer.pack` on a per-leaf program.
+
+    Attributes:
+        status: ``"measured"`` (packed, outputs checked equal, then measured), ``"not tried"``
+            (pack could not take the function; ``reason`` says why), ``"no gain"`` (its traced
+            program has no fewer equations, so it is neither run nor compiled) or ``"changed the
+            result"`` (the packed outputs differ from the original's; ``reason`` says where; no
+            ratio).
+        reason: one sentence, ``None`` when measured.
+        eqns_before, compile_s_before: the original's figures, as the diagnosis measured them.
+        eqns_after: equations of the packed program (``count_eqns`` of its trace, as for the
+            original); ``None`` unless measured.
+        compile_s_after: its cold compile time through :func:`explorer.measure`; ``None``
+            unless measured with ``compile=True``.
+    """
+
+    status: str
+    reason: str | None
+    eqns_before: int
+    compile_s_before: float | None
+    eqns_after: int | None = None
+    compile_s_after: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -79,6 +107,8 @@ class Diagnosis:
         sizes: with ``make_args``/``sizes``: one row of figures per size, else ``None``.
         exponents: the fitted ``k`` of each figure against size (``figure ≈ c·size^k``).
         projection: compile time projected to 10× the largest size (not measured).
+        pack_trial: what trying :func:`explorer.pack` gave (see :class:`PackTrial`), ``None``
+            when it was not tried (no ``"per-leaf-repetition"`` finding, or ``try_pack=False``).
     """
 
     name: str
@@ -97,6 +127,7 @@ class Diagnosis:
     sizes: pd.DataFrame | None = None
     exponents: pd.DataFrame | None = None
     projection: Projection | None = None
+    pack_trial: PackTrial | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -138,6 +169,7 @@ def diagnose(
     min_chain: int = _findings.MIN_CHAIN,
     max_constant_bytes: int = _findings.MAX_CONSTANT_BYTES,
     max_unroll: int = _findings.MAX_UNROLL,
+    try_pack: bool = True,
 ) -> Diagnosis:
     """Trace (and compile cold) ``fn(*args)``, find what makes it slow, and say what to write.
 
@@ -156,6 +188,17 @@ def diagnose(
       min_chain: ``"unrolled-loop"`` from a chain this long on one line.
       max_constant_bytes: ``"large-constants"`` from this many bytes of baked-in arrays.
       max_unroll: ``"large-unroll"`` from a scan ``unroll`` this large.
+      try_pack: when there is a ``"per-leaf-repetition"`` finding, try :func:`explorer.pack` on
+        ``fn`` with the same arguments (static ones held fixed). The original is run op by op
+        (``jax.disable_jit``, so it is not compiled a second time) and the packed program
+        jitted; only if their outputs agree (``allclose``) is the packed program measured as
+        the original was: its equations always, its cold compile time when ``compile=True``.
+        The ratios go into that finding's ``saving`` (and ``Diagnosis.pack_trial``); if pack
+        cannot take ``fn`` (its output is not shaped like its first argument, its leaves do not
+        stack...) or changes the result, the saving says so in one sentence instead. Default
+        ``True``; with ``make_args`` it is tried at the largest size only. It costs one more
+        trace, an op-by-op run of ``fn`` and, with ``compile=True``, one cold compile of the
+        (small) packed program.
 
     Returns:
       A :class:`Diagnosis`; ``print`` it, show it in a notebook, or ``.to_html(path)`` it.
@@ -167,6 +210,8 @@ def diagnose(
         raise ValueError(f"diagnose needs a function, got {type(fn).__name__}")
     if not isinstance(compile, bool):
         raise ValueError(f"compile must be True or False, got {compile!r}")
+    if not isinstance(try_pack, bool):
+        raise ValueError(f"try_pack must be True or False, got {try_pack!r}")
     limits = Limits(
         max_leaves=v.check_int("max_leaves", max_leaves, 1, 10**9),
         min_repeats=v.check_int("min_repeats", min_repeats, 2, 10**9),
@@ -180,14 +225,16 @@ def diagnose(
         if sizes is not None:
             raise ValueError("sizes needs make_args (a function of the size that returns "
                              "the arguments)")
-        return _diagnose_one(fn, args, _static(static_argnums, len(args)), compile, backend, limits)
+        return _diagnose_one(fn, args, _static(static_argnums, len(args)), compile, backend, limits,
+                             try_pack)
     if args:
         raise ValueError("pass either example arguments or make_args, not both")
     if not callable(make_args):
         raise ValueError(f"make_args must be a function of the size, "
                          f"got {type(make_args).__name__}")
     sizes = _check_sizes(DEFAULT_SIZES if sizes is None else sizes)
-    return _diagnose_sizes(fn, make_args, sizes, static_argnums, compile, backend, limits)
+    return _diagnose_sizes(fn, make_args, sizes, static_argnums, compile, backend, limits,
+                           try_pack)
 
 
 # -- one function, one size ------------------------------------------------------------------
@@ -206,7 +253,7 @@ def _leaf_paths(args: tuple, static: tuple[int, ...]) -> tuple[str, ...]:
 
 
 def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: bool,
-                  backend: str | None, limits: Limits) -> Diagnosis:
+                  backend: str | None, limits: Limits, try_pack: bool = False) -> Diagnosis:
     name = _fun_name(fn)
     measurement = None
     try:
@@ -233,15 +280,122 @@ def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: b
     program = read_program(traced.jaxpr, limits)
     findings = _findings.find(program, limits, n_leaves=len(paths), leaf_paths=paths,
                               total_eqns=eqns, hlo_bytes=hlo_bytes)
-    # Where explorer.pack plugs in once it lands (try_pack=True): pack a per-leaf-repetition
-    # program, measure it the same way, and replace that finding's estimated saving with the
-    # measured equation and compile ratios.
+    trial = None
+    if try_pack and any(f.kind == "per-leaf-repetition" for f in findings):
+        trial = _try_pack(fn, args, static, traced, eqns,
+                          measurement.compile_s if measurement else None, compile, backend, name)
+        first = next(i for i, f in enumerate(findings) if f.kind == "per-leaf-repetition")
+        findings[first] = _findings.with_pack(findings[first], trial)
     return Diagnosis(
         name=name, n_leaves=len(paths), leaf_paths=paths, jaxpr_eqns=eqns,
         stablehlo_bytes=hlo_bytes, constant_bytes=program.constant_bytes,
         trace_s=trace_s, lower_s=lower_s,
         compile_s=measurement.compile_s if measurement else None, measurement=measurement,
-        top_lines=blame_frame(program.counts), findings=tuple(findings), limits=limits)
+        top_lines=blame_frame(program.counts), findings=tuple(findings), limits=limits,
+        pack_trial=trial)
+
+
+# -- trying explorer.pack on a per-leaf program ----------------------------------------------
+def _try_pack(fn: Callable, args: tuple, static: tuple[int, ...], traced: Any, eqns: int,
+              compile_s: float | None, compile: bool, backend: str | None,
+              name: str) -> PackTrial:
+    """Pack ``fn``, check it computes the same, and measure it as the original was measured.
+
+    Never raises for the user's code: what went wrong is the trial's one-sentence ``reason``.
+    """
+    def failed(status: str, reason: str) -> PackTrial:
+        return PackTrial(status=status, reason=reason, eqns_before=eqns,
+                         compile_s_before=compile_s)
+
+    dynamic = tuple(a for i, a in enumerate(args) if i not in static)
+    if not dynamic:
+        return failed("not tried", "the function has no array arguments to stack")
+
+    def step(*dyn: Any) -> Any:  # the static arguments held fixed, as jit holds them
+        it = iter(dyn)
+        return fn(*[a if i in static else next(it) for i, a in enumerate(args)])
+
+    got = jax.tree_util.tree_structure(traced.out_info)
+    want = jax.tree_util.tree_structure(dynamic[0])
+    if got != want:  # pack's first check, without tracing the function again
+        return failed("not tried", f"the function returns {_outline(got)}, not a pytree shaped "
+                      f"like its first argument ({_outline(want)}), and pack rewrites a step "
+                      "whose output matches its state")
+    device = _device(backend)
+    try:
+        with jax.default_device(device):
+            packed = _pack.pack(step, *dynamic)
+            stacked = packed.pack_args(*dynamic)
+    except Exception as err:  # noqa: BLE001 - any refusal is reported, never raised
+        return failed("not tried", _sentence(err))
+    def packed_fn(*xs: Any) -> Any:  # a plain function: jit names it without Packed's repr,
+        return packed(*xs)            # which traces the packed step again (its report)
+
+    packed_fn.__name__ = packed_fn.__qualname__ = f"pack({name})"
+    try:  # tracing the packed program is cheap; running and compiling it may not be
+        with jax.default_device(device):
+            traced_eqns = count_eqns(jax.jit(packed_fn).trace(*stacked).jaxpr)
+        scalar = sorted(packed._graph.scalar)  # what PackReport.scalar lists, without a trace
+    except Exception as err:  # noqa: BLE001
+        return failed("not tried", f"tracing the packed program failed: {_sentence(err)}")
+    if traced_eqns >= eqns:
+        left = f"it leaves {', '.join(scalar)} leaf by leaf here and " if scalar else "it "
+        return failed("no gain", f"{left}gives no fewer equations, so it was neither run nor "
+                      "measured")
+    try:
+        with jax.default_device(device):
+            with jax.disable_jit():  # op by op: the big original is not compiled again
+                expected = jax.block_until_ready(step(*dynamic))
+            produced = jax.block_until_ready(packed.unpack(jax.jit(packed_fn)(*stacked)))
+    except Exception as err:  # noqa: BLE001
+        return failed("not tried", f"running it to compare outputs failed: {_sentence(err)}")
+    difference = _difference(expected, produced)
+    if difference is not None:
+        return failed("changed the result", difference)
+    try:
+        if compile:
+            m, _ = measure_traced(packed_fn, *stacked, runs=1, backend=backend,
+                                  name=packed_fn.__name__)
+            eqns_after, compile_after = m.jaxpr_eqns, m.compile_s
+        else:
+            eqns_after, compile_after = traced_eqns, None
+    except Exception as err:  # noqa: BLE001
+        return failed("not tried", f"measuring the packed program failed: {_sentence(err)}")
+    return PackTrial(status="measured", reason=None, eqns_before=eqns,
+                     compile_s_before=compile_s, eqns_after=eqns_after,
+                     compile_s_after=compile_after)
+
+
+def _outline(treedef: Any) -> str:
+    """A short name for a pytree structure: ``a scalar``, ``a dict of 60 leaves``..."""
+    n = treedef.num_leaves
+    if treedef == jax.tree_util.tree_structure(0):
+        return "a single array"
+    kind = type(jax.tree_util.tree_unflatten(treedef, [0] * n)).__name__
+    return f"a {kind} of {n} {'leaf' if n == 1 else 'leaves'}"
+
+
+def _sentence(err: BaseException) -> str:
+    text = v.describe_error(err) if not isinstance(err, ValueError) else str(err).strip()
+    text = text.splitlines()[0] if text else type(err).__name__
+    return text.removeprefix("pack: ").rstrip(".")
+
+
+def _difference(expected: Any, produced: Any) -> str | None:
+    """``None`` when every leaf agrees (``allclose``), else where and by how much not."""
+    want = jax.tree_util.tree_flatten_with_path(expected)[0]
+    got = jax.tree_util.tree_leaves(produced)
+    if len(want) != len(got):
+        return f"it returned {len(got)} leaves instead of {len(want)}"
+    for (path, a), b in zip(want, got):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return f"leaf {jax.tree_util.keystr(path)} has shape {b.shape} instead of {a.shape}"
+        if not np.allclose(a, b, rtol=PACK_RTOL, atol=PACK_ATOL, equal_nan=True):
+            worst = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+            return (f"leaf {jax.tree_util.keystr(path) or '<root>'} differs by up to "
+                    f"{worst:.3g}")
+    return None
 
 
 # -- the one walk over the program ----------------------------------------------------------
@@ -345,12 +499,13 @@ def _call_factory(make_args: Callable, n: int) -> tuple:
 
 def _diagnose_sizes(fn: Callable, make_args: Callable, sizes: tuple[int, ...],
                     static_argnums: Any, compile: bool, backend: str | None,
-                    limits: Limits) -> Diagnosis:
+                    limits: Limits, try_pack: bool) -> Diagnosis:
     found: list[tuple[int, Diagnosis]] = []
-    for n in sizes:
+    for i, n in enumerate(sizes):
         args = _call_factory(make_args, n)
+        last = i == len(sizes) - 1  # the diagnosis returned is the largest size's
         found.append((n, _diagnose_one(fn, args, _static(static_argnums, len(args)), compile,
-                                        backend, limits)))
+                                        backend, limits, try_pack and last)))
     table = pd.DataFrame([{"size": n, **{m: getattr(d, m) for m in SIZE_METRICS}}
                           for n, d in found])
     exponents = pd.DataFrame(

@@ -228,18 +228,63 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
                      "boundary). A Python loop over names or leaves inside the traced function, "
                      f"the pattern of {JAX_4667}."),
             where=where(r.line),
-            remedy=("Compute every name at once on one array: hold the state as an "
-                    "explorer.NamedArray and write the step group-wise, or let explorer.pack "
-                    "rewrite the per-name step.\n\n"
+            remedy=("Compute every name at once on one array: let explorer.pack rewrite the "
+                    "per-name step as it is (its output shaped like its first argument), or "
+                    "hold the state as an explorer.NamedArray and write the step group-wise.\n\n"
                     "# before: one set of equations per name\n"
                     "new = {k: 0.999 * s[k] + 1e-3 * p[k] for k in s}\n"
-                    "# after: one set for the whole group\n"
+                    "# after: the same step, packed once outside jit\n"
+                    "packed = explorer.pack(step, s, p)\n"
+                    "x, theta = packed.pack_args(s, p)\n"
+                    "new = packed.unpack(jax.jit(packed)(x, theta))\n"
+                    "# or group-wise, one set for the whole group\n"
                     "new = s.replace(x=0.999 * s[\"x\"] + 1e-3 * p[\"rate\"])"),
             saving=(f"estimate: vectorised, this line's {line_eqns} equations become about "
                     f"{after}, {_percent(line_eqns - after, total_eqns)} of the program's "
                     "equations."),
         ))
     return _capped(found)
+
+
+def with_pack(finding: Finding, trial: Any) -> Finding:
+    """``finding`` with what trying ``explorer.pack`` gave (a ``_diagnose.PackTrial``): the
+    measured ratios as its saving, or, after the estimate, one sentence on why there are none."""
+    if trial.status == "measured":
+        before, after = trial.eqns_before, trial.eqns_after
+        fewer = _ratio(before, after, "fewer")
+        saving = (f"measured: explorer.pack on the whole function (outputs checked equal to the "
+                  f"original's) gives {before:,} → {after:,} equations ({fewer})")
+        if trial.compile_s_before is not None and trial.compile_s_after is not None:
+            faster = _ratio(trial.compile_s_before, trial.compile_s_after, "faster")
+            saving += (f", compile {_seconds(trial.compile_s_before)} → "
+                       f"{_seconds(trial.compile_s_after)} cold ({faster})")
+        else:
+            saving += "; compile time not measured (compile=False)"
+        return dataclasses.replace(finding, saving=saving + ".")
+    if trial.status == "no gain":
+        note = f" explorer.pack was tried but does not help here: {trial.reason}."
+    elif trial.status == "changed the result":
+        note = (f" explorer.pack changed the result ({trial.reason}), so no measured ratio is "
+                "reported.")
+    else:
+        note = f" explorer.pack could not be tried: {trial.reason}."
+    return dataclasses.replace(finding, saving=finding.saving + note)
+
+
+def _ratio(before: float, after: float, better: str) -> str:
+    """``26× fewer``, ``1.4× faster``, ``about the same``, ``2.7× more``..."""
+    worse = {"fewer": "more", "faster": "slower"}[better]
+    if before <= 0 or after <= 0:
+        return "n/a"
+    ratio = before / after
+    if 1 / 1.1 < ratio < 1.1:
+        return "about the same"
+    word, ratio = (better, ratio) if ratio > 1 else (worse, 1 / ratio)
+    return f"{ratio:.0f}× {word}" if ratio >= 10 else f"{ratio:.1f}× {word}"
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.2g} s" if s < 1 else f"{s:.1f} s"
 
 
 def _unrolled_loop(program: Program, limits: Limits, total_eqns: int,

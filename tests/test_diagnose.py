@@ -150,6 +150,104 @@ def test_a_loop_reading_one_value_many_times_is_not_per_leaf():
     assert "per-leaf-repetition" not in explorer.diagnose(scaled, jnp.ones(3), compile=False).kinds
 
 
+# -- per-leaf-repetition: trying explorer.pack -------------------------------------------------
+
+
+def per_name_step(state, params):
+    return {k: 0.9 * state[k] + 0.1 * params[k] for k in state}  # per-name step
+
+
+def per_name_loss(state, params):
+    return sum(0.9 * state[k] + 0.1 * params[k] for k in state)  # same line, scalar out
+
+
+@pytest.mark.parametrize("compile_", [True, False])
+def test_pack_is_tried_checked_and_measured_on_a_per_name_dict_step(compile_):
+    n = 60
+    d = explorer.diagnose(per_name_step, names(n), names(n), compile=compile_)
+    (found,) = only(d, "per-leaf-repetition")
+    trial = d.pack_trial
+    assert trial.status == "measured" and trial.reason is None
+    assert trial.eqns_before == d.jaxpr_eqns == 3 * n
+    assert 0 < trial.eqns_after < trial.eqns_before
+    assert found.saving.startswith("measured: explorer.pack")
+    assert f"{trial.eqns_before} → {trial.eqns_after} equations" in found.saving
+    if compile_:  # cold, through measure, as the original was
+        assert trial.compile_s_before == d.compile_s and trial.compile_s_after > 0
+        assert "cold" in found.saving
+    else:
+        assert trial.compile_s_before is None and trial.compile_s_after is None
+        assert "compile time not measured" in found.saving
+    check_saving(found)
+    assert "explorer.pack(step" in found.remedy and "NamedArray" in found.remedy
+
+
+def _note(saving):
+    """The sentence diagnose appends after the estimate when pack gives no ratio."""
+    assert saving.startswith("estimate"), saving
+    note = saving[saving.index("explorer.pack"):]
+    assert note.endswith(".") and note.count(". ") == 0 and "\n" not in note, note
+    return note
+
+
+def test_pack_that_cannot_take_the_function_gives_one_sentence_not_a_crash(monkeypatch):
+    n = 60
+    d = explorer.diagnose(per_name_loss, names(n), names(n), compile=False)
+    (found,) = only(d, "per-leaf-repetition")
+    assert d.pack_trial.status == "not tried" and d.pack_trial.eqns_after is None
+    assert "returns a single array" in _note(found.saving)
+    assert "could not be tried" in found.saving
+
+    def refuses(*_args):
+        raise RuntimeError("no vectoriser today\nsecond line")
+
+    monkeypatch.setattr(explorer._pack, "pack", refuses)
+    d = explorer.diagnose(per_name_step, names(n), names(n), compile=False)
+    assert d.pack_trial.status == "not tried"
+    assert _note(only(d, "per-leaf-repetition")[0].saving) == (
+        "explorer.pack could not be tried: RuntimeError: no vectoriser today.")
+
+
+def test_pack_that_gives_no_fewer_equations_is_neither_run_nor_measured():
+    d = explorer.diagnose(per_name_rollout, names(60), names(60), compile=False)
+    assert d.pack_trial.status == "no gain" and d.pack_trial.eqns_after is None
+    assert "leaves scan leaf by leaf" in _note(d.findings[0].saving)
+
+
+def test_pack_that_changes_the_result_is_a_failure_not_a_ratio(monkeypatch):
+    call = explorer._pack.Packed.__call__
+    monkeypatch.setattr(explorer._pack.Packed, "__call__",
+                        lambda self, *a: call(self, *a) + 1.0)
+    d = explorer.diagnose(per_name_step, names(60), names(60), compile=False)
+    trial = d.pack_trial
+    assert trial.status == "changed the result" and trial.eqns_after is None
+    assert "differs by up to 1" in trial.reason
+    note = _note(only(d, "per-leaf-repetition")[0].saving)
+    assert "changed the result" in note and "measured:" not in note and "→" not in note
+
+
+def test_try_pack_false_skips_it(monkeypatch):
+    def never(*_args):
+        raise AssertionError("pack must not be tried")
+
+    monkeypatch.setattr(explorer._pack, "pack", never)
+    d = explorer.diagnose(per_name_step, names(60), names(60), compile=False, try_pack=False)
+    (found,) = only(d, "per-leaf-repetition")
+    assert d.pack_trial is None and "explorer.pack" not in found.saving
+    check_saving(found)
+    with pytest.raises(ValueError, match="try_pack must be True or False"):
+        explorer.diagnose(per_name_step, names(2), names(2), try_pack="no")
+
+
+def test_pack_is_not_tried_without_a_per_leaf_finding(monkeypatch):
+    def never(*_args):
+        raise AssertionError("pack must not be tried")
+
+    monkeypatch.setattr(explorer._pack, "pack", never)
+    d = explorer.diagnose(per_name_step, names(20), names(20), compile=False)
+    assert d.findings == () and d.pack_trial is None
+
+
 # -- unrolled-loop ------------------------------------------------------------------------------
 
 
@@ -281,6 +379,8 @@ def test_sizes_report_how_a_flagged_line_grows_and_skip_projection_uncompiled():
                           min_repeats=10)
     (found,) = only(d, "per-leaf-repetition")
     assert "grow as size^1.00 (20 → 40 → 80)" in found.message
+    assert d.pack_trial.eqns_before == 80  # pack is tried at the largest size only
+    assert found.saving.startswith("measured: explorer.pack")
     assert d.projection is None and d.sizes["compile_s"].isna().all()
     assert "sizes 10, 20, 40" in str(d)
 
@@ -413,6 +513,9 @@ def make(n=40):
     return ({f"s{i}": jnp.float32(1.0) for i in range(n)},
             {f"s{i}": jnp.float32(0.5) for i in range(n)})
 
+def step(state, p):
+    return {k: 0.999 * v + 1e-3 * p[k] for k, v in state.items()}
+
 def broken(n=3):
     raise RuntimeError("no data file here")
 '''
@@ -445,6 +548,17 @@ def test_cli_diagnose_sizes_fits_growth(tmp_path):
                          "--no-compile")
     assert done.returncode == 0, done.stderr
     assert "sizes 5, 10: n_leaves k=1.00" in done.stdout and "jaxpr_eqns k=" in done.stdout
+
+
+def test_cli_diagnose_tries_pack_unless_no_pack(tmp_path):
+    done = _diagnose_cli(tmp_path, "usercode:step", "--args", "usercode:make", "--no-compile")
+    assert done.returncode == 0, done.stderr
+    assert "saving: measured: explorer.pack" in done.stdout and "equations (" in done.stdout
+    skipped = _diagnose_cli(tmp_path, "usercode:step", "--args", "usercode:make", "--no-compile",
+                            "--no-pack")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "[per-leaf-repetition]" in skipped.stdout
+    assert "saving: estimate" in skipped.stdout and "measured: explorer.pack" not in skipped.stdout
 
 
 @pytest.mark.parametrize("args, words", [

@@ -112,7 +112,8 @@ def make_args(n):
 
 
 observed, leaks = make_args(N_TANKS)
-print(f"{N_TANKS} tanks: loss = {float(jax.jit(loss)(observed, leaks)):.3f}")
+if not SERVED:
+    print(f"{N_TANKS} tanks: loss = {float(jax.jit(loss)(observed, leaks)):.3f}")
 
 # %% [markdown]
 # ## 2 · `explorer.diagnose`: what makes it slow, and what to write instead
@@ -196,10 +197,12 @@ if not SERVED:
                 if f.kind == "per-leaf-repetition" and f.where]
     assert len(repeated) >= 2, repeated   # the step's loop, and the loss's own loops over names
     display(Markdown(f"""
-So the per-name loop is not only in `step`: the repetition is found on {len(repeated)} line(s),
-{", ".join(repeated)}. Whatever replaces the step has to replace the per-name
-bookkeeping in the loss too (taking the first value of every series, summing over names):
-section 5 does both.
+So the per-name loop is not only in `step`: the repetition is found on {len(repeated)} lines,
+
+{chr(10).join(f"* {line}" for line in repeated)}
+
+Whatever replaces the step has to replace the per-name bookkeeping in the loss too (taking the
+first value of every series, summing over names): section 5 does both.
 """))
 
 # %% [markdown]
@@ -366,7 +369,7 @@ if not SERVED:
                f"about the same ({ratio:.2f}×) at this small N: the saving grows with N, "
                f"measure it at your size")
     display(Markdown(f"""
-The same step function, packed: {before.n_leaves} array leaves became {after.n_leaves},
+The same step function, packed, in a loss that works on the stacked arrays: {before.n_leaves} array leaves became {after.n_leaves},
 {before.jaxpr_eqns} equations became {after.jaxpr_eqns}, {before.stablehlo_bytes:,} bytes of
 StableHLO became {after.stablehlo_bytes:,}, and the cold compile went from
 {before.measurement.total_compile_s:.2f} s to {after.measurement.total_compile_s:.2f} s

@@ -20,7 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-EXPECTED = ("01_pytree_compile_cost.ipynb", "02_tree_at_is_free.ipynb", "03_remedies.ipynb")
+EXPECTED = ("01_pytree_compile_cost.ipynb", "02_tree_at_is_free.ipynb", "03_remedies.ipynb",
+            "04_your_code.ipynb")
 KERNEL_NAME = "pytree-explorer-test"
 # Each notebook is meant to run in well under a minute at its default sizes (3 minutes at most on
 # 2 CPU cores); one cell may not take longer than this.

@@ -15,7 +15,6 @@ import socket
 import sys
 import threading
 import time
-import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 

@@ -8,8 +8,10 @@ for on a background thread of the session, never on the page's event loop.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import functools
+import os
 import threading
 import time
 import uuid
@@ -25,6 +27,7 @@ from ._model_results import Results
 from ._model_session import Batch, Session
 from ._model_view import PlotView
 from ._spec import Spec
+from ._store_sweeps import overlap_message
 from ._worker import WorkerExecutor, shared_executor
 
 __all__ = ["POLL_S", "JobQueue", "job_failed"]
@@ -221,7 +224,20 @@ class JobQueue(param.Parameterized):
         started = time.monotonic()
         failures: list[dict[str, Any]] = []
         done = 0
+        marks = contextlib.ExitStack()
         try:
+            # Marked in the store like any sweep: a CLI sweep on this host meanwhile warns, and
+            # this page says when one is already measuring (this server's own pages share one
+            # queue, so they never overlap each other).
+            try:
+                others = [o for o in marks.enter_context(self.results.store.sweeping(run_id))
+                          if o["pid"] != os.getpid()]
+            except Exception:  # noqa: BLE001 - best effort: the page measures all the same
+                others = []
+            if others:
+                self.session.post(functools.partial(
+                    self.session.show, overlap_message(self.results.store.path, others),
+                    "warning"))
             for i, spec in enumerate(specs):
                 if cancel.is_set():
                     break
@@ -243,6 +259,7 @@ class JobQueue(param.Parameterized):
             self.session.post(functools.partial(self.session.show, f"Unexpected error: {err}",
                                                 "danger"))
         finally:
+            marks.close()
             elapsed = time.monotonic() - started
             cancelled = cancel.is_set()
             failed = sum(1 for row in failures if row.get("status") != "cancelled")

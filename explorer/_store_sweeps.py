@@ -61,6 +61,15 @@ def sweeping(read_table: Callable[[str], list[tuple]],
                 con.execute("DELETE FROM active_sweeps WHERE run_id = ?", (run_id,))
 
 
+def overlap_message(path: Any, others: list[dict[str, Any]]) -> str:
+    """One line: other sweeps measure into the store at ``path`` on this host now."""
+    which = ", ".join(f"pid {o['pid']}, run {o['run_id']}, started "
+                      f"{time.strftime('%H:%M:%S', time.localtime(o['started_at']))}"
+                      for o in others)
+    return (f"another sweep is measuring into {path} on this host ({which}): cases both "
+            "ask for are measured twice, and the timings of both overlap on the same cores")
+
+
 def lock_holder(path: Path) -> str:
     """Who holds the write lock of an SQLite file, from ``/proc/locks`` (Linux), best effort."""
     pids = set()

@@ -8,7 +8,6 @@ import contextlib
 import dataclasses
 import itertools
 import threading
-import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -20,6 +19,7 @@ from . import _validate as v
 from ._run import problem_source, run_one, store_row, submit
 from ._spec import Spec
 from ._store import COLUMNS, Store, StoreWarning, to_frame
+from ._store_sweeps import overlap_message
 from ._worker import DEFAULT_TIMEOUT_S, WorkerError, WorkerExecutor, check_python
 
 
@@ -160,7 +160,7 @@ def sweep(
         if db is not None and client is None:  # a local sweep: say if another one measures here
             others = marks.enter_context(db.sweeping(run_id))
             if others:
-                warnings.warn(_overlap(db, others), StoreWarning, stacklevel=2)
+                warnings.warn(overlap_message(db.path, others), StoreWarning, stacklevel=2)
         if backend is not None:  # bad input: one error now, not one failed row per case
             from ._jobs import check_backend  # noqa: PLC0415
 
@@ -203,14 +203,6 @@ def sweep(
             client.close()
         marks.close()
     return to_frame(rows)
-
-
-def _overlap(db: Store, others: list[dict[str, Any]]) -> str:
-    which = ", ".join(f"pid {o['pid']}, run {o['run_id']}, started "
-                      f"{time.strftime('%H:%M:%S', time.localtime(o['started_at']))}"
-                      for o in others)
-    return (f"another sweep is measuring into {db.path} on this host ({which}): cases both "
-            "ask for are measured twice, and the timings of both overlap on the same cores")
 
 
 def _on_cluster(client: Any, specs: list[Spec], done_rows: dict, db: Store | None, run_id: str,

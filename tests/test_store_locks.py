@@ -324,3 +324,24 @@ def test_pending_lines_are_json_one_row_each(tmp_path, holder):
     lines = store.pending_path.read_text().splitlines()
     assert [json.loads(line)["row"]["n_states"] for line in lines] == [3, 4]
     assert os.stat(store.pending_path).st_size == sum(len(line) + 1 for line in lines)
+
+
+def test_a_page_measuring_while_another_sweep_runs_here_says_so(tmp_path, executor):
+    """The dashboard marks its runs like any sweep: it warns when a sweep of another process
+    measures into the same store on this host, and a CLI sweep sees the page's run."""
+    from explorer._model import ExplorerModel  # noqa: PLC0415
+
+    path = tmp_path / "r.sqlite"
+    _store(path, rows=1)
+    other = _Process(SWEEPER, path, "running")
+    model = ExplorerModel(store=explorer.Store(path), executor=executor, problem="decay",
+                          n_states=2, horizon=3, representations=["array"])
+    try:
+        assert model.run() and model.wait(120)
+        assert f"pid {other.pid}, run other-run" in model.session.alert
+        assert model.session.alert_kind == "warning"
+    finally:
+        other.release()
+        model.close()
+    # The page's mark is gone once its run is over.
+    assert explorer.Store(path)._read_table("SELECT run_id FROM active_sweeps") == []

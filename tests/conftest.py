@@ -40,6 +40,19 @@ def executor():
 
 
 @pytest.fixture(autouse=True)
+def _own_problem_registry():
+    """Each test sees the built-in problems and those it defines itself: a problem another
+    test module defined (at import, say) does not leak into its menus and messages."""
+    from explorer import _problems  # noqa: PLC0415
+
+    saved = dict(_problems._USER)
+    _problems._USER.clear()
+    yield
+    _problems._USER.clear()
+    _problems._USER.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _private_default_store(tmp_path, monkeypatch):
     """No test may touch the user's default results store."""
     monkeypatch.setenv("PYTREE_EXPLORER_DB", str(tmp_path / "default-store.sqlite"))

@@ -89,6 +89,9 @@ def test_cancelling_a_sweep_leaves_other_callers_jobs_alone():
     try:
         ex.submit(_pid).result()  # warm
         other = ex.submit_with(_sleep, (60,), label="another session's job")
+        deadline = time.time() + 60  # running (not still queued) before the sweep queues its own
+        while ex.status.running != "another session's job" and time.time() < deadline:
+            time.sleep(0.02)
         cancel = threading.Event()
         out = {}
         thread = threading.Thread(target=lambda: out.setdefault("df", explorer.sweep(

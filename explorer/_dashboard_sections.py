@@ -315,12 +315,8 @@ class ResultsSection(_Section):
             return io.BytesIO(b"")
 
 
-class ProgramsSection(_Section):
-    """The selected row's programs and the comparison of two representations.
-
-    Built the first time it is shown (:meth:`build`): most visits never open it, and its
-    widgets (five code viewers, a table, selects) cost every page load time.
-    """
+class _LazySection(_Section):
+    """A section whose widgets are made the first time it is shown (:meth:`build`)."""
 
     def _build(self) -> pn.Column:
         return pn.Column(sizing_mode="stretch_width")
@@ -331,9 +327,20 @@ class ProgramsSection(_Section):
 
     def build(self) -> None:
         if not self.built:
-            self._layout.objects = [self._programs()]
+            self._layout.objects = [self._contents()]
 
-    def _programs(self) -> pn.Column:
+    def _contents(self) -> pn.Column:
+        raise NotImplementedError
+
+
+class ProgramsSection(_LazySection):
+    """The selected row's programs and the comparison of two representations.
+
+    Built the first time it is shown (:meth:`build`): most visits never open it, and its
+    widgets (five code viewers, a table, selects) cost every page load time.
+    """
+
+    def _contents(self) -> pn.Column:
         m, p = self.model, self.model.programs
         w = pn.widgets
         inspect = w.Button(label="Show programs of the selected row", color="primary",
@@ -405,22 +412,11 @@ class ProgramsSection(_Section):
         return text
 
 
-class RunsSection(_Section):
+class RunsSection(_LazySection):
     """Compare runs: two groups of rows (JAX version, backend, device kind, host, interpreter)
     as ratios per representation and N, a plot and a table. Built when first shown."""
 
-    def _build(self) -> pn.Column:
-        return pn.Column(sizing_mode="stretch_width")
-
-    @property
-    def built(self) -> bool:
-        return bool(self._layout.objects)
-
-    def build(self) -> None:
-        if not self.built:
-            self._layout.objects = [self._runs()]
-
-    def _runs(self) -> pn.Column:
+    def _contents(self) -> pn.Column:
         r = self.model.runs
         w = pn.widgets
         choose = pn.Row(

@@ -51,9 +51,10 @@ class RunComparison(param.Parameterized):
             (g for g in groups if g != a), None)
         self.param.runs_a.objects = groups
         self.param.runs_b.objects = groups
-        with param.parameterized.batch_call_watchers(self):
-            self.runs_a, self.runs_b = a, b
-        self._compare()
+        if (a, b) != (self.runs_a, self.runs_b):
+            self.param.update(runs_a=a, runs_b=b)  # the watcher compares, once for both
+        else:
+            self._compare()  # the same groups over other rows
 
     def _compare(self, *events: Any) -> None:
         groups = self._groups()

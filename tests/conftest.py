@@ -81,6 +81,16 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1600, "height": 2200}}
 
 
+def pytest_collection_modifyitems(items):
+    """Modules with browser or notebook tests first (they take most of the suite's time), the
+    rest after, each module's tests together and in their own order: with ``-n 2 --dist
+    loadscope --no-loadscope-reorder`` (as ``.ci/run`` runs) the two test processes start on
+    the long modules and share the short ones, instead of one ending alone on a long module."""
+    heavy = {item.module.__name__ for item in items
+             if item.get_closest_marker("browser") or item.get_closest_marker("notebook")}
+    items.sort(key=lambda item: item.module.__name__ not in heavy)  # stable: order kept
+
+
 def pytest_runtest_setup(item):
     if item.get_closest_marker("browser") is None:
         return

@@ -375,7 +375,7 @@ def test_bad_sizes_show_an_alert_and_nothing_is_lost(page, served_explorer):
 # -- 4. five sessions at once -----------------------------------------------------------------
 
 SESSIONS = 5
-SWEEP_N = (1, 3)
+SWEEP_N = (1,)  # two cases a session: ten measurements queued by five sessions at once
 SWEEP_REPS = ("array", "dict")
 
 
@@ -394,16 +394,16 @@ def test_five_sessions_sweeping_at_once_get_every_result_once(browser, served_ex
             page.goto(server.url)
         for i, page in enumerate(pages):
             _wait_rendered(page)
-            # Each session sweeps N in {1, 3} at its own horizon (4..8), so its rows are its own.
+            # Each session sweeps N = 1 at its own horizon (4..8), so its rows are its own.
             _set(page, "Horizon", str(4 + i))
             sweep_n = page.locator(".bk-input-group", has_text="Sweep over N")
-            for n in (10, 30, 100):
+            for n in (3, 10, 30, 100):
                 sweep_n.locator(f"button[aria-label=\"Remove item: '{n}'\"]").click()
             expect(sweep_n.locator(".choices__item[data-deletable]")).to_have_count(len(SWEEP_N))
         for page in pages:  # all five start within a moment of each other
             page.get_by_role("button", name="Sweep", exact=True).click()
         for page in pages:
-            expect(page.get_by_text(re.compile(r"Sweep finished: 4 of 4"))).to_be_visible(
+            expect(page.get_by_text(re.compile(r"Sweep finished: 2 of 2"))).to_be_visible(
                 timeout=LOAD_TEST_MS)
 
         rows = store.rows(since_id=since)

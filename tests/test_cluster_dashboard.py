@@ -1,0 +1,119 @@
+"""The dashboard's jobs on a Dask cluster (a LocalCluster of two process workers on loopback),
+driven through the model as tests/test_model.py does; and ``serve --scheduler``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from explorer import Store
+from explorer._model import ExplorerModel
+
+distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
+
+from explorer import _cluster  # noqa: E402
+from explorer._cluster import DaskExecutor  # noqa: E402
+
+WAIT_S = 180
+
+
+@pytest.fixture(scope="module")
+def client():
+    # A worker that dies fails its task at once (no retry elsewhere), and its semaphore lease
+    # expires in seconds, not the default 30 s.
+    config = {"distributed.scheduler.locks.lease-timeout": "3s",
+              "distributed.scheduler.allowed-failures": 0}
+    with dask.config.set(config):
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      host="127.0.0.1", dashboard_address=None,
+                                      env={"JAX_PLATFORMS": "cpu"}) as cluster:
+            with distributed.Client(cluster) as c:
+                yield c
+
+
+@pytest.fixture
+def model(tmp_path, client):
+    m = ExplorerModel(store=tmp_path / "results.sqlite",
+                      executor=DaskExecutor(client, per_host=2), problem="decay", n_states=3,
+                      horizon=20, target="loss", representations=["dict", "array"])
+    yield m
+    m.close()
+    m.wait(WAIT_S)
+
+
+def _running(client) -> dict[str, int]:
+    return client.run(lambda: len(_cluster._running))
+
+
+def _wait_until(predicate, timeout: float = WAIT_S) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_page_measures_on_the_cluster_and_stores_each_row(model, client):
+    names = {str(w["name"]) for w in client.scheduler_info()["workers"].values()}
+    assert client.scheduler.address in model.jobs.where and "2 worker(s)" in model.jobs.where
+    assert model.run() and model.wait(WAIT_S)
+    frame = model.results.frame
+    measured = frame[frame["source"] == "measured"]
+    assert sorted(measured["representation"]) == ["array", "dict"]
+    assert list(measured["status"]) == ["ok", "ok"], list(measured["error"])
+    assert set(measured["worker"]) <= names and measured["host"].notna().all()
+    stored = Store(model.store.path).rows()
+    assert len(stored) == 2 and set(stored["worker"]) <= names
+    assert model.session.status.startswith("Run finished: 2 of 2")
+
+
+def test_cancel_kills_the_measurement_on_the_worker(model, client):
+    model.controls.param.update(n_states=1500, horizon=200, target="grad",
+                                representations=["dict"])
+    assert model.run()
+    assert _wait_until(lambda: any(_running(client).values()), 120)
+    time.sleep(1.0)  # the compile is under way
+    began = time.monotonic()
+    model.cancel()
+    assert model.wait(30) and time.monotonic() - began < 30
+    rows = Store(model.store.path).rows()
+    assert list(rows["status"]) == ["cancelled"]  # stored as cancelled, no false measurement
+    assert rows["worker"].notna().all()
+    assert _wait_until(lambda: not any(_running(client).values()), 10)
+    assert "cancelled" in model.session.status
+
+
+def test_a_dask_worker_that_dies_marks_its_row_and_the_page_goes_on(model, client):
+    model.controls.param.update(n_states=1200, horizon=100, target="grad",
+                                representations=["dict", "array"])
+    assert model.run()
+    # per_host=2: both cases run at once, one on each worker; kill the one measuring dict
+
+    def measuring_dict() -> list[str]:
+        labels = client.run(lambda: [ex.status.running or ""
+                                     for ex, _ in _cluster._running.values()])
+        return [addr for addr, running in labels.items() if any("dict" in r for r in running)]
+
+    assert _wait_until(lambda: bool(measuring_dict()), 120)
+    victim = measuring_dict()[0]
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    os.kill(pid, 9)
+    assert model.wait(WAIT_S)
+    rows = Store(model.store.path).rows().set_index("representation")
+    assert rows.loc["dict", "status"] == "crashed"
+    assert rows.loc["array", "status"] == "ok"
+    assert "1 failed" in model.session.status
+
+
+def test_serve_with_an_unreachable_scheduler_is_a_one_line_error():
+    out = subprocess.run([sys.executable, "-m", "explorer._cli", "serve", "--scheduler",
+                          "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach the Dask scheduler tcp://127.0.0.1:1" in lines[0]

@@ -184,6 +184,13 @@ class DaskExecutor:
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         pass
 
+    def close(self) -> None:
+        """Disconnect from the scheduler (a served dashboard's end); its tasks are released."""
+        with _clusters_lock:
+            for key in [k for k, v in _clusters.items() if v is self]:
+                del _clusters[key]
+        self.client.close()
+
 
 def _follow(task: Any) -> cf.Future:
     """A ``concurrent.futures.Future`` that follows a Dask future (kept alive by it)."""

@@ -194,6 +194,10 @@ def serve(*, address: str = "127.0.0.1", port: int = 5006, show: bool = False,
     def page() -> pn.viewable.Viewable:  # the template a served page gets (``__panel__``)
         return dashboard(executor=cluster).__panel__()
 
-    pn.serve({"explorer_app": page},
-             address=address, port=port, websocket_origin=sorted(set(origins)), show=show,
-             title="PyTree Compile Explorer")
+    try:
+        pn.serve({"explorer_app": page},
+                 address=address, port=port, websocket_origin=sorted(set(origins)), show=show,
+                 title="PyTree Compile Explorer")
+    finally:
+        if cluster is not None:  # its jobs are cancelled; no callback outlives the server
+            cluster.close()

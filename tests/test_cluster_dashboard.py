@@ -4,6 +4,7 @@ driven through the model as tests/test_model.py does; and ``serve --scheduler``.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -117,3 +118,30 @@ def test_serve_with_an_unreachable_scheduler_is_a_one_line_error():
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the Dask scheduler tcp://127.0.0.1:1" in lines[0]
+
+
+@pytest.mark.browser
+def test_served_page_says_it_measures_on_the_cluster_and_runs_there(page, client, panel_server,
+                                                                    free_port, monkeypatch):
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    from conftest import serve_command  # noqa: PLC0415
+
+    address = client.scheduler.address
+    monkeypatch.setenv("PYTREE_EXPLORER_SCHEDULER", address)  # what apps/explorer_app.py reads
+    monkeypatch.setenv("PYTREE_EXPLORER_PER_HOST", "2")
+    with panel_server(free_port, serve_command(free_port), "panel-serve-cluster.log") as server:
+        page.goto(server.url)
+        expect(page.get_by_text(f"Measuring on the Dask cluster {address}: 2 worker(s)")
+               ).to_be_visible(timeout=60_000)
+        expect(page.locator(".bk-Figure")).to_have_count(4, timeout=60_000)
+        for label, value in (("or any N", 3), ("Horizon", 6)):
+            box = page.locator(".bk-input-group", has_text=label).locator("input").first
+            box.fill(str(value))
+            box.press("Enter")
+        page.get_by_role("button", name="Run", exact=True).click()
+        expect(page.get_by_text(re.compile(r"Run finished: 2 of 2"))).to_be_visible(
+            timeout=120_000)
+        rows = Store(server.db).rows()
+    names = {str(w["name"]) for w in client.scheduler_info()["workers"].values()}
+    assert list(rows["status"]) == ["ok", "ok"] and set(rows["worker"]) <= names

@@ -82,6 +82,13 @@ def test_the_page_measures_on_the_cluster_one_case_per_host_and_stores_each_row(
         spans = sorted(zip(stored["started_at"], stored["finished_at"]))
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
         assert m.session.status.startswith("Sweep finished: 4 of 4")
+        # the page's other jobs take the same path: a row's programs, a comparison
+        m.programs.selected = int(measured["id"].iloc[0])
+        assert m.inspect() and m.wait(WAIT_S)
+        assert "scan" in m.programs.program["jaxpr"] and m.session.alert == ""
+        m.programs.param.update(compare_a="dict", compare_b="array")
+        assert m.compare() and m.wait(WAIT_S)
+        assert m.programs.comparison["labels"] == ("dict", "array")
     finally:
         m.close()
         m.wait(WAIT_S)

@@ -5,6 +5,9 @@ a :class:`explorer.WorkerExecutor` that lives in the Dask worker's process (so t
 and out-of-memory handling are the local ones), under a per-host ``distributed.Semaphore`` so
 that at most ``per_host`` measurements run at once on one machine: timings taken side by side
 contaminate each other. Rows come back to the client, which stores them as they finish.
+
+Two callers: :func:`explorer.sweep` (:func:`measure_all`) and a dashboard served with a scheduler,
+whose jobs take the one job path of :mod:`explorer._run` through :class:`DaskExecutor`.
 """
 
 from __future__ import annotations
@@ -167,16 +170,15 @@ class DaskExecutor:
     def parallel(self) -> int:
         """How many jobs the cluster can run at once now (its workers' threads; at least 1)."""
         try:
-            workers = self.client.scheduler_info()["workers"].values()
-            return max(1, sum(int(w.get("nthreads", 1)) for w in workers))
+            return max(1, sum(self.client.nthreads().values()))
         except Exception:  # noqa: BLE001 - scheduler gone: jobs then fail one by one
             return 1
 
     def describe(self) -> str:
         """One line for the page: where measurements run."""
         try:
-            n = len(self.client.scheduler_info()["workers"])
-        except Exception:  # noqa: BLE001
+            n = len(self.client.nthreads())
+        except Exception:  # noqa: BLE001 - scheduler gone
             n = 0
         return (f"Measuring on the Dask cluster {self.client.scheduler.address}: {n} worker(s), "
                 f"at most {self.per_host} measurement(s) at once per host.")
@@ -205,12 +207,15 @@ def _follow(task: Any) -> cf.Future:
             err = t.exception()
         except Exception as failure:  # noqa: BLE001 - the scheduler is gone
             err = failure
-        if err is None:
-            future.set_result(t.result())
-        elif type(err).__name__ == "KilledWorker" or isinstance(err, OSError):
-            future.set_exception(WorkerCrashed(f"the Dask worker died: {err}"))
-        else:
-            future.set_exception(err)
+        # Dask's own errors for a worker (or the link to it) lost mid-task; a job's own
+        # failures come back as the measuring process raised them.
+        if type(err).__name__ in ("KilledWorker", "CommClosedError"):
+            err = WorkerCrashed(f"the Dask worker died: {err}")
+        with contextlib.suppress(cf.InvalidStateError):  # already cancelled here
+            if err is None:
+                future.set_result(t.result())
+            else:
+                future.set_exception(err)
 
     task.add_done_callback(done)
     return future

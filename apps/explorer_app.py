@@ -5,8 +5,15 @@
 Pass ``--address 127.0.0.1``: without it ``panel serve`` listens on every interface. To let other
 machines in, opt in explicitly, e.g. ``--address 0.0.0.0 --allow-websocket-origin=HOST:5006``.
 Results go to ``$PYTREE_EXPLORER_DB`` (default ``~/.local/share/pytree-explorer/results.sqlite``).
+To measure on a Dask cluster, set ``$PYTREE_EXPLORER_SCHEDULER`` (``tcp://HOST:PORT``) and, to
+allow more than one measurement at once per host, ``$PYTREE_EXPLORER_PER_HOST``
+(``pytree-explorer serve --scheduler ... --per-host ...`` does the same).
 """
+
+import os
 
 import explorer
 
-explorer.dashboard().servable(title="PyTree Compile Explorer")
+explorer.dashboard(scheduler=os.environ.get("PYTREE_EXPLORER_SCHEDULER") or None,
+                   per_host=int(os.environ.get("PYTREE_EXPLORER_PER_HOST", "1"))
+                   ).servable(title="PyTree Compile Explorer")

@@ -205,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="default 5006")
     sv.add_argument("--address", default="127.0.0.1",
                     help="default 127.0.0.1 (this machine only)")
+    sv.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                    help="Dask scheduler: every page measures on that cluster (reached now)")
+    sv.add_argument("--per-host", type=_one_int("per-host", 1, 1024), default=1,
+                    help="on a cluster, measurements at once per host (default 1)")
 
     add("problems", "list the problems")
     add("representations", "list the representations")
@@ -381,7 +385,8 @@ def _main(args: argparse.Namespace) -> int:
                 _load_problem(ref)
             from ._dashboard import serve  # noqa: PLC0415 - Panel only for this command
 
-            serve(address=args.address, port=args.port)
+            serve(address=args.address, port=args.port, scheduler=args.scheduler,
+                  per_host=args.per_host)
             return 0
         if args.command == "problems":
             from ._problems import problems  # noqa: PLC0415

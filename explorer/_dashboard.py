@@ -107,8 +107,12 @@ class Dashboard(pn.viewable.Viewer):
                             ("Compare runs", self.runs), dynamic=True,
                             sizing_mode="stretch_width")
         self.tabs.param.watch(self._tab_opened, "active")
+        where = model.jobs.where  # measuring on a Dask cluster: said under the introduction
+        intro = _INTRO if where is None else _INTRO.replace(
+            "in a separate worker process, one at a time for all viewers", "on a Dask cluster, "
+            "each in a separate worker process") + f"\n\n**{where}**"
         self._main = pn.Column(
-            _md(_INTRO, sizing_mode="stretch_width", margin=(0, 10)),
+            _md(intro, sizing_mode="stretch_width", margin=(0, 10)),
             self.messages, self.plots, self.tabs, sizing_mode="stretch_width")
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -151,27 +155,49 @@ class Dashboard(pn.viewable.Viewer):
                       self._main, sizing_mode="stretch_width")
 
 
-def dashboard(problems: Any = (), **params: Any) -> Dashboard:
+def dashboard(problems: Any = (), *, scheduler: Any = None, per_host: int = 1,
+              **params: Any) -> Dashboard:
     """The explorer as a Panel component: ``explorer.dashboard()`` in a notebook (after
     ``pn.extension()``), or ``.servable()`` in an app. Keyword arguments set the model's
     parameters (``problem``, ``n_states``, ``representations``...) or pass ``store`` /
     ``executor``; ``problems`` lists your own (:func:`explorer.define_problem`), shown in the
-    problem menu beside the built-in ones."""
+    problem menu beside the built-in ones. ``scheduler`` (a Dask scheduler address such as
+    ``tcp://host:8786``, or a ``distributed.Client``) measures on that cluster, at most
+    ``per_host`` cases at once per host; a one-line ``ValueError`` if nothing answers there."""
     from ._problems import register  # noqa: PLC0415
 
     for problem in problems:
         register(problem)
+    if scheduler is not None:
+        from ._cluster import cluster_executor  # noqa: PLC0415 - distributed only when asked
+
+        params["executor"] = cluster_executor(scheduler, per_host)
     pn.extension("tabulator")
     return Dashboard(**params)
 
 
-def serve(*, address: str = "127.0.0.1", port: int = 5006, show: bool = False) -> None:
+def serve(*, address: str = "127.0.0.1", port: int = 5006, show: bool = False,
+          scheduler: str | None = None, per_host: int = 1) -> None:
     """Serve the explorer page at ``http://ADDRESS:PORT/explorer_app`` until interrupted
-    (``pytree-explorer serve``); the problems defined in this process are in its menu."""
-    origins = [f"{host}:{port}" for host in ("localhost", "127.0.0.1", address)]
-    def page() -> pn.viewable.Viewable:  # the template a served page gets (``__panel__``)
-        return dashboard().__panel__()
+    (``pytree-explorer serve``); the problems defined in this process are in its menu.
 
-    pn.serve({"explorer_app": page},
-             address=address, port=port, websocket_origin=sorted(set(origins)), show=show,
-             title="PyTree Compile Explorer")
+    With ``scheduler`` (a Dask scheduler address) every page measures on that cluster, at most
+    ``per_host`` cases at once per host; it is reached now, once: a one-line ``ValueError``
+    if nothing answers there."""
+    origins = [f"{host}:{port}" for host in ("localhost", "127.0.0.1", address)]
+    cluster = None
+    if scheduler is not None:
+        from ._cluster import cluster_executor  # noqa: PLC0415 - distributed only when asked
+
+        cluster = cluster_executor(scheduler, per_host)
+
+    def page() -> pn.viewable.Viewable:  # the template a served page gets (``__panel__``)
+        return dashboard(executor=cluster).__panel__()
+
+    try:
+        pn.serve({"explorer_app": page},
+                 address=address, port=port, websocket_origin=sorted(set(origins)), show=show,
+                 title="PyTree Compile Explorer")
+    finally:
+        if cluster is not None:  # its jobs are cancelled; no callback outlives the server
+            cluster.close()

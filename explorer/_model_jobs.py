@@ -1,8 +1,10 @@
 """What a dashboard page runs: its background jobs, their progress, and cancelling them.
 
 Measurements go through the page's executor (by default :func:`explorer.shared_executor`, one
-queue for every session, one job at a time), are stored the moment they finish, and are waited
-for on a background thread of the session, never on the page's event loop.
+queue for every session, one job at a time; on a server given a Dask scheduler, a
+:class:`explorer._cluster.DaskExecutor`, as many at once as the cluster has workers), are stored
+the moment they finish, and are waited for on a background thread of the session, never on the
+page's event loop.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import param
 
 from . import _run
+from ._cluster import DaskExecutor
 from ._jobs import rollout_spec
 from ._model_controls import CaseControls
 from ._model_results import Results
@@ -55,7 +58,8 @@ class JobQueue(param.Parameterized):
     """A page's jobs: run and sweep the controls' cases, and any other job (:meth:`start`).
 
     Args:
-      executor: where jobs run (default: :func:`explorer.shared_executor`).
+      executor: where jobs run (default: :func:`explorer.shared_executor`; a
+        :class:`explorer._cluster.DaskExecutor` measures on a Dask cluster).
     """
 
     running = param.Boolean(default=False, precedence=-1, doc="A run or sweep is in progress.")
@@ -82,6 +86,12 @@ class JobQueue(param.Parameterized):
         if self._executor is None:
             self._executor = shared_executor()
         return self._executor
+
+    @property
+    def where(self) -> str | None:
+        """One line saying the page measures on a Dask cluster (``None`` when it measures here)."""
+        executor = self._executor
+        return executor.describe() if isinstance(executor, DaskExecutor) else None
 
     # -- any job -----------------------------------------------------------------------
     def start(self, target: Callable, *args: Any) -> None:
@@ -154,6 +164,8 @@ class JobQueue(param.Parameterized):
                                     + (f" (running now: {state.running})" if state.running else ""))
                 else:
                     text = describe("finishing")
+            elif isinstance(executor, DaskExecutor):
+                text = describe("on the cluster" + (", finishing" if future.done() else ""))
             else:
                 text = describe("running")
             self._status.add(text)
@@ -223,8 +235,30 @@ class JobQueue(param.Parameterized):
         run_id = uuid.uuid4().hex[:12]
         started = time.monotonic()
         failures: list[dict[str, Any]] = []
-        done = 0
+        done = [0]
+        lock = threading.Lock()
         marks = contextlib.ExitStack()
+
+        def one(i: int, spec: Spec) -> None:
+            if cancel.is_set():
+                return
+            prefix = f"{kind} {i + 1}/{len(specs)}: {spec.label}"
+            # Measured first and shown at once; the trajectories follow in a job of their own.
+            row, _ = _run.run_one(dataclasses.replace(spec, rollout=False), self.executor,
+                                  timeout=self.controls.timeout_s, run_id=run_id,
+                                  cancel_event=cancel,
+                                  on_wait=self._waiting(lambda what, p=prefix: f"{p} — {what}"))
+            with lock:  # rows that finish together on a cluster are stored one by one
+                self.results.add_row(row)
+                done[0] += 1
+                if row.get("status") != "ok":
+                    failures.append(row)
+            self._page_caught_up(cancel)
+            if row.get("status") != "ok":
+                self.session.post(functools.partial(self._report_failure, row))
+            elif spec.rollout and not cancel.is_set():
+                self._capture(spec, int(row["id"]), cancel, prefix)
+
         try:
             # Marked in the store like any sweep: a CLI sweep on this host meanwhile warns, and
             # this page says when one is already measuring (this server's own pages share one
@@ -238,24 +272,18 @@ class JobQueue(param.Parameterized):
                 self.session.post(functools.partial(
                     self.session.show, overlap_message(self.results.store.path, others),
                     "warning"))
-            for i, spec in enumerate(specs):
-                if cancel.is_set():
-                    break
-                prefix = f"{kind} {i + 1}/{len(specs)}: {spec.label}"
-                # Measured first and shown at once; the trajectories follow in a job of their own.
-                row, _ = _run.run_one(dataclasses.replace(spec, rollout=False), self.executor,
-                                      timeout=self.controls.timeout_s, run_id=run_id,
-                                      cancel_event=cancel,
-                                      on_wait=self._waiting(lambda what, p=prefix: f"{p} — {what}"))
-                self.results.add_row(row)
-                self._page_caught_up(cancel)
-                done += 1
-                if row.get("status") != "ok":
-                    failures.append(row)
-                    self.session.post(functools.partial(self._report_failure, row))
-                elif spec.rollout and not cancel.is_set():
-                    self._capture(spec, int(row["id"]), cancel, prefix)
+            # The local worker measures one case at a time: the cases go one after the other.
+            # A cluster runs as many at once as it has workers (its per-host limit holds).
+            width = min(len(specs), int(getattr(self.executor, "parallel", 1) or 1))
+            if width <= 1:
+                for i, spec in enumerate(specs):
+                    one(i, spec)
+            else:
+                with cf.ThreadPoolExecutor(width, thread_name_prefix="explorer-case") as pool:
+                    for job in [pool.submit(one, i, spec) for i, spec in enumerate(specs)]:
+                        job.result()  # the first unexpected error is reported below
         except BaseException as err:  # noqa: BLE001 - never let a session thread die silently
+            cancel.set()  # the cases still running on a cluster stop too
             self.session.post(functools.partial(self.session.show, f"Unexpected error: {err}",
                                                 "danger"))
         finally:
@@ -263,7 +291,7 @@ class JobQueue(param.Parameterized):
             elapsed = time.monotonic() - started
             cancelled = cancel.is_set()
             failed = sum(1 for row in failures if row.get("status") != "cancelled")
-            ok = done - len(failures)
+            ok = done[0] - len(failures)
             text = (f"{kind} {'cancelled' if cancelled else 'finished'}: {ok} of {len(specs)} "
                     f"case(s) measured in {elapsed:.1f} s"
                     + (f", {failed} failed (see the table)" if failed else "") + ".")

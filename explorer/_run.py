@@ -3,7 +3,8 @@ a row.
 
 ``sweep``, the CLI and the dashboard all go through these functions, whatever the executor:
 the local :class:`explorer.WorkerExecutor` (per-job timeout, a label for its status, a kill on
-cancel) or any ``concurrent.futures.Executor``-like object (a Dask client's executor...).
+cancel), a Dask cluster's :class:`explorer._cluster.DaskExecutor` (the same, each job in some
+Dask worker's measuring process), or any ``concurrent.futures.Executor``-like object.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ._cluster import DaskExecutor
 from ._spec import Spec
 from ._worker import WorkerError, WorkerExecutor
+
+# Executors that take a per-job timeout and label (``submit_with``) and kill a running job.
+_KILLING = (WorkerExecutor, DaskExecutor)
 
 POLL_S = 0.05
 
@@ -34,7 +39,7 @@ def submit(executor: cf.Executor, fn: Callable, *args: Any, timeout: float | Non
     script.
     """
     fn, args = carry(fn, args)
-    if isinstance(executor, WorkerExecutor):
+    if isinstance(executor, _KILLING):
         return executor.submit_with(fn, args, timeout=timeout, label=label)
     return executor.submit(fn, *args)
 
@@ -70,7 +75,7 @@ def _pickled(problems: tuple) -> bytes:
 
 def cancel(executor: cf.Executor, future: cf.Future) -> bool:
     """Withdraw a queued job, or kill it if it is running (where the executor can)."""
-    if isinstance(executor, WorkerExecutor):
+    if isinstance(executor, _KILLING):
         return executor.cancel(future)
     return future.cancel()
 
@@ -135,6 +140,9 @@ def run_one(spec: Spec, executor: cf.Executor, *, timeout: float | None | str = 
         for key in ("python", "jax_version", "jaxlib_version", "cpu_count", "load_avg", "host"):
             if env.get(key) is not None:
                 row[key] = env[key]
+        for key in ("worker", "host"):  # a cluster's job says which Dask worker ran it
+            if getattr(err, key, None) is not None:
+                row[key] = getattr(err, key)
     row["run_id"] = run_id
     row["problem_source"] = problem_source(spec.problem)
     if store is not None:

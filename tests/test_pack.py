@@ -1,6 +1,8 @@
 """explorer.pack: same numbers as the unwrapped step on every path, a size-free program, and
 one-line errors."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -168,3 +170,73 @@ def test_a_packed_step_can_be_jitted_and_printed_directly():
     assert time.perf_counter() - started < 5  # no recursion through repr on the way
     assert np.allclose(out, 0.5 * x + theta)
     assert "equations before" in repr(p) and p.__name__.startswith("packed_")
+
+
+def _oscillator(n):
+    prob = explorer.get_problem("oscillator")
+    s = dict(zip(prob.state_names(n), prob.initial_state(n)))
+    p = dict(zip(prob.param_names(n), prob.true_params(n)))
+    return (lambda s, p: prob.step_scalar(s, p, n)), s, p
+
+
+def test_oscillator_reads_neighbours_as_slices_whatever_the_key_order():
+    """Sorted keys put position_10 before position_2; pack lays the lanes out so that the
+    step reads s[i-1], s[i+1] as slices: no gather (no scatter-add in its gradient), and the
+    same program at N=10 (where sorted order is already numeric) and N=1000."""
+    counts, ops = [], []
+    for n in (10, 1000):
+        step, s, p = _oscillator(n)
+        packed = _check(step, s, p, rtol=1e-5)
+        assert packed.report.relaid == (n > 10)
+        x, theta = packed.to_layout(*packed.pack_args(s, p))
+        assert isinstance(x, np.ndarray)           # laid out with NumPy, outside any trace
+        jaxpr = jax.make_jaxpr(packed.step_in_layout)(x, theta)
+        grad = jax.make_jaxpr(jax.grad(lambda t: jnp.sum(packed.step_in_layout(x, t) ** 2)))(
+            theta)
+        prims = {e.primitive.name for e in jaxpr.eqns} | {e.primitive.name for e in grad.eqns}
+        assert not prims & {"gather", "scatter", "scatter-add", "scatter_add"}, prims
+        assert "slice" in prims
+        counts.append(packed.report.eqns_after)
+        ops.append(sorted(e.primitive.name for e in jaxpr.eqns))
+    assert counts[0] == counts[1] and ops[0] == ops[1]
+
+
+def test_layout_round_trip_and_rollout_match_the_plain_loop():
+    step, s, p = _oscillator(12)
+    packed = pack(step, s, p)
+    assert packed.report.relaid
+    x, theta = packed.pack_args(s, p)
+    lanes = packed.layout
+    np.testing.assert_array_equal(packed.to_layout(x, theta)[0], x[lanes[0]])
+    np.testing.assert_array_equal(packed.from_layout(packed.to_layout(x, theta)[0]), x)
+    ys = jax.jit(functools.partial(packed.rollout, length=7))(x, theta)
+    want, state = [], s
+    for _ in range(7):
+        want.append(jax.tree_util.tree_leaves(state))
+        state = step(state, p)
+    np.testing.assert_allclose(ys, np.asarray(want, np.float32), rtol=1e-5, atol=1e-6)
+    # p(x, theta) still takes and returns tree_leaves order (the contract), relaid or not.
+    np.testing.assert_allclose(packed(x, theta), ys[1], rtol=1e-6)
+
+
+def test_strided_reads_are_strided_slices():
+    # Even lanes read odd leaves: one formula, stride 2, no gather.
+    def step(s, p):
+        return [s[i] * p[i] + (s[i + 1] if i + 1 < len(s) else 0.0) if i % 2 == 0
+                else s[i] - p[i] for i in range(len(s))]
+    s = list(np.linspace(-1, 1, 10, dtype=np.float32))
+    packed = _check(step, s, list(np.linspace(0.5, 2, 10, dtype=np.float32)))
+    text = str(jax.make_jaxpr(packed.step_in_layout)(*packed.pack_args(s, s)))
+    assert "gather" not in text.replace("scatter", "")
+
+
+@pytest.mark.parametrize("name", ["decay", "oscillator", "lotka_volterra"])
+def test_packed_representation_matches_array_when_lanes_are_relaid(name):
+    # N=12: the dicts' sorted keys (x_10, x_11 before x_2) differ from numeric order.
+    n, horizon = 12, 9
+    ref = explorer.build_case(name, "array", n, horizon)
+    case = explorer.build_case(name, "packed", n, horizon)
+    (loss, grad), (ref_loss, ref_grad) = case.evaluate(), ref.evaluate()
+    assert loss == pytest.approx(ref_loss, rel=1e-5)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-5 * np.abs(ref_grad).max())
+    np.testing.assert_allclose(case.rollout(), ref.rollout(), rtol=1e-5, atol=1e-6)

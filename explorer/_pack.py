@@ -510,7 +510,10 @@ class _Emitter:
 
     def _emit(self, lanes):
         first = lanes[0]
-        if all(n is first for n in lanes[1:]):
+        # One lane of its own formula (a chain's end, say) stays a vector of length 1: no
+        # squeeze per read and no broadcast at the end.
+        if all(n is first for n in lanes[1:]) and (len(lanes) > 1 or
+                                                   first.kind not in ("in", "op")):
             return self._single(first), False
         if first.kind == "in":
             idx = self._lanes(first.arg, np.fromiter((n.pos for n in lanes), np.int64,

@@ -73,13 +73,20 @@ class PackReport:
 
 
 class _Node:
-    """One value of the inlined step: a leaf read, a constant, or an equation's output."""
+    """One value of the inlined step: a leaf read, a constant, or an equation's output.
 
-    __slots__ = ("kind", "sig", "arg", "pos", "value", "eqn", "operands", "index")
+    ``sig`` is its exact structural signature; ``shape_sig`` the same with every leaf (a read
+    of any argument, a constant) reduced to its shape and dtype: values that share it compute
+    one formula up to which leaves they read (``x[i-1]`` in one lane, the constant ``0.0`` at
+    the chain's end).
+    """
 
-    def __init__(self, kind, sig, *, arg=None, pos=None, value=None, eqn=None, operands=(),
-                 index=0):
+    __slots__ = ("kind", "sig", "shape_sig", "arg", "pos", "value", "eqn", "operands", "index")
+
+    def __init__(self, kind, sig, *, shape_sig=None, arg=None, pos=None, value=None, eqn=None,
+                 operands=(), index=0):
         self.kind, self.sig, self.arg, self.pos, self.value = kind, sig, arg, pos, value
+        self.shape_sig = sig if shape_sig is None else shape_sig
         self.eqn, self.operands, self.index = eqn, operands, index
 
 
@@ -117,7 +124,8 @@ class _Graph:
 
     def const(self, value) -> _Node:
         value = np.asarray(value)
-        return _Node("const", self.sig(("const", value.shape, value.dtype.str)), value=value)
+        return _Node("const", self.sig(("const", value.shape, value.dtype.str)), value=value,
+                     shape_sig=self.sig(("leaf", value.shape, value.dtype.str)))
 
     def inline(self, jaxpr, consts, args) -> list[_Node]:
         env: dict = {}
@@ -141,7 +149,9 @@ class _Graph:
                 aval = eqn.outvars[0].aval
                 key = (eqn.primitive.name, _params_key(eqn.params), aval.shape, aval.dtype,
                        tuple(o.sig for o in operands))
-                outs = [_Node("op", self.sig(key), eqn=eqn, operands=operands)]
+                shape_key = (*key[:4], tuple(o.shape_sig for o in operands))
+                outs = [_Node("op", self.sig(key), shape_sig=self.sig(("shape", shape_key)),
+                              eqn=eqn, operands=operands)]
             else:
                 self.n_eqns += 1
                 self.scalar[eqn.primitive.name] = self.scalar.get(eqn.primitive.name, 0) + 1
@@ -223,6 +233,7 @@ class Packed:
         self._where = [None if lay is None else np.argsort(lay) for lay in layouts]
         pos0 = self._where[0] if self._where[0] is not None else np.arange(len(outs))
         ordered = [idx[order] for idx, order in zip(leaf_groups, lane_order)]
+        ordered = _merge_groups(outs, ordered, pos0, self._where)
         ordered.sort(key=lambda idx: int(pos0[idx[0]]))
         self._groups = [[outs[i] for i in idx] for idx in ordered]
         self._perm, self._interleave = _assemble([pos0[idx] for idx in ordered])
@@ -411,6 +422,70 @@ def _assemble(lanes: list[np.ndarray]):
     return np.argsort(concat), None
 
 
+def _leaf_runs(lanes) -> list[tuple]:
+    """A pack of leaves cut where it changes between constants and reads of one argument."""
+    def kind(n):
+        return (n.kind, n.arg) if n.kind in ("in", "const") else None
+
+    runs, start = [], 0
+    for i in range(1, len(lanes) + 1):
+        if i == len(lanes) or kind(lanes[i]) != kind(lanes[start]) or kind(lanes[i]) is None:
+            runs.append(tuple(lanes[start:i]))
+            start = i
+    return runs
+
+
+_MAX_RUNS = 3   # pieces one merged pack of leaves may be cut into (a chain: 2)
+
+
+def _merge_groups(outs, ordered, pos0, where) -> list[np.ndarray]:
+    """Merge groups whose formulas differ only in which leaves they read.
+
+    Groups of output leaves that share a ``shape_sig`` are merged (lanes in layout order)
+    when every pack of leaves in the merged formula is a constant vector or at most
+    ``_MAX_RUNS`` pieces, each a constant or a (strided) slice: a chain's ends then join its
+    middle, reading ``concatenate([0.0], x[:-1])`` as the array program does.
+    """
+    buckets: dict[int, list[int]] = {}
+    for g, idx in enumerate(ordered):
+        buckets.setdefault(outs[idx[0]].shape_sig, []).append(g)
+    merged, used = [], set()
+    for gs in buckets.values():
+        if len(gs) > 1:
+            idx = np.concatenate([ordered[g] for g in gs])
+            idx = idx[np.argsort(pos0[idx], kind="stable")]
+            if _slices_only(tuple(outs[i] for i in idx), where):
+                merged.append(idx)
+                used.update(gs)
+    return merged + [idx for g, idx in enumerate(ordered) if g not in used]
+
+
+def _slices_only(lanes, where) -> bool:
+    """Whether every pack of leaves under ``lanes`` is a constant, a slice, or a few of them."""
+    seen, stack = set(), [lanes]
+    while stack:
+        lanes = stack.pop()
+        key = tuple(id(n) for n in lanes)
+        first = lanes[0]
+        if key in seen or all(n is first for n in lanes[1:]):
+            continue
+        seen.add(key)
+        if first.kind == "op":
+            stack.extend(tuple(n.operands[j] for n in lanes) for j in range(len(first.operands)))
+            continue
+        runs = _leaf_runs(lanes)
+        if len(runs) > _MAX_RUNS:
+            return False
+        for run in runs:
+            if run[0].kind == "in":
+                pos = np.fromiter((n.pos for n in run), np.int64, len(run))
+                if not _stride(pos if where[run[0].arg] is None else where[run[0].arg][pos]):
+                    return False
+            elif run[0].kind != "const":
+                return False
+    return True
+
+
 def _natural_key(path) -> tuple:
     """A leaf path as text and number runs: ``x_2`` before ``x_10``, ``a`` before ``b``."""
     parts = []
@@ -515,6 +590,14 @@ class _Emitter:
         if all(n is first for n in lanes[1:]) and (len(lanes) > 1 or
                                                    first.kind not in ("in", "op")):
             return self._single(first), False
+        runs = _leaf_runs(lanes) if first.kind in ("in", "const") else ()
+        if len(runs) > 1:       # reads and constants mixed: one piece per run, concatenated
+            parts = []
+            for run in runs:
+                value, batched = self(run)
+                parts.append(value if batched else
+                             jnp.broadcast_to(value, (len(run), *jnp.shape(value))))
+            return jnp.concatenate(parts, axis=0), True
         if first.kind == "in":
             idx = self._lanes(first.arg, np.fromiter((n.pos for n in lanes), np.int64,
                                                      len(lanes)))
@@ -634,7 +717,8 @@ def pack(step: Callable, *example_args) -> Packed:
     graph = _Graph()
     inputs = []
     for k, (n_k, s, d) in enumerate(specs):
-        inputs += [_Node("in", graph.sig(("in", k, s, str(d))), arg=k, pos=i)
+        leaf = graph.sig(("leaf", s, np.dtype(d).str))
+        inputs += [_Node("in", graph.sig(("in", k, s, str(d))), shape_sig=leaf, arg=k, pos=i)
                    for i in range(n_k)]
     outs = graph.inline(closed.jaxpr, closed.consts, inputs)
     return Packed(step, graph, outs, treedefs, specs, out_treedef, graph.n_eqns, paths)

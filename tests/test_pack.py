@@ -61,10 +61,14 @@ def test_contiguous_slice_and_constant_vector():
     assert "slice" in text and "gather" not in text
 
 
-def test_neighbour_coupling_is_a_gather_and_ends_are_permuted_back():
+def test_a_chains_ends_join_its_middle_and_out_of_order_keys_are_permuted_back():
+    # The ends read the constant 0.0 where the middle reads s[i-1] / s[i+1]: one formula up
+    # to its leaves, so one pack whose shifted reads are [0.0] + a slice, as the array
+    # program's own shift: no gather, no permutation.
     step, s, p = _chain(7)
     packed = _check(step, s, p)
-    assert packed.report.packs == 3     # first, middle, last
+    assert packed.report.packs == 1 and not packed.report.permuted
+    assert "gather" not in str(jax.make_jaxpr(packed)(*packed.pack_args(s, p)))
     # A state whose keys sort out of lane order needs gathers and a permutation.
     def step2(s, p):
         return {"a": s["a"] * p["a"], "b": s["b"] + p["b"], "c": s["c"] * p["c"]}
@@ -72,6 +76,18 @@ def test_neighbour_coupling_is_a_gather_and_ends_are_permuted_back():
     packed2 = _check(step2, s2, {k: np.float32(v) for k, v in zip("abc", (4.0, 5.0, 6.0))})
     assert packed2.report.packs == 2 and packed2.report.permuted
     assert "gather" in str(jax.make_jaxpr(packed2)(*packed2.pack_args(s2, s2)))
+
+
+def test_leaves_mixed_in_many_pieces_stay_separate_packs():
+    # Odd lanes read a neighbour, even lanes a constant: merging would cut that operand into
+    # one piece per lane, so the two formulas stay two packs (interleaved back by stride).
+    def step(s, p):
+        return [s[i] * p[i] + (s[i - 1] if i % 2 else 1.0) for i in range(len(s))]
+    s = list(np.linspace(-1, 1, 12, dtype=np.float32))
+    packed = _check(step, s, list(np.linspace(0.5, 2, 12, dtype=np.float32)))
+    assert packed.report.packs == 2 and packed.report.permuted
+    text = str(jax.make_jaxpr(packed.step_in_layout)(*packed.pack_args(s, s)))
+    assert "gather" not in text and text.count("concatenate") == 0
 
 
 def test_mixed_formulas_are_split_and_recombined():

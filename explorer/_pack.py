@@ -7,9 +7,18 @@ signatures of its operands (a leaf read is "argument k", a constant is "a consta
 shape"). Output leaves with the same signature compute the same formula on different names: each
 such group becomes one pack, evaluated once on vectors (leaf reads become a static slice or a
 gather of the stacked input, per-name constants one constant vector), and the groups are put back
-in order by one static permutation. A value pack cannot vectorise (several outputs, a sub-program
-such as ``custom_jvp_call`` or ``scan``, no batching rule) is evaluated leaf by leaf and named in
+in order (a concatenation, a stack and reshape when they interleave by stride, else one static
+permutation). Groups whose formulas differ only in which leaves they read (a chain's end reads
+the constant ``0.0`` where the middle reads a neighbour) are merged when that operand is a few
+slices and constants. A value pack cannot vectorise (several outputs, a sub-program such as
+``custom_jvp_call`` or ``scan``, no batching rule) is evaluated leaf by leaf and named in
 :attr:`Packed.report`: the numbers are always those of the unwrapped step.
+
+Lanes: an argument's leaves are held either in ``tree_leaves`` order or, when that makes more
+of the reads slices instead of gathers, in the natural order of their paths (``x_2`` before
+``x_10``; dict keys sort as text). ``Packed.__call__`` keeps the public ``tree_leaves`` order;
+``to_layout`` / ``step_in_layout`` / ``from_layout`` (and ``rollout``) let a loop permute once,
+outside it.
 
 Data are packed with NumPy, outside any trace, so the compiled program takes one array per
 argument (the boundary of jax-ml/jax#4667 "Slow compilation for functions acting on PyTrees").
@@ -211,7 +220,9 @@ class Packed:
     ``p(x, theta)`` computes ``step(state, params)`` on ``x, theta = p.pack_args(state,
     params)`` and returns the output leaves stacked like ``x``; :meth:`unpack` turns that back
     into the step's output structure. The call is ordinary JAX (``jit``, ``grad``, ``vmap``,
-    ``lax.scan``) and its program does not grow with the number of names.
+    ``lax.scan``) and its program does not grow with the number of names. In a loop, prefer
+    :meth:`rollout` (or :meth:`step_in_layout` on data put in :attr:`layout` once): ``p(x,
+    theta)`` permutes on the way in and out when the lanes are relaid.
     """
 
     def __init__(self, step, graph, outs, treedefs, specs, out_treedef, eqns_before, paths):

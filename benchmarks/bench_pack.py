@@ -3,7 +3,8 @@
 For decay, oscillator and lotka_volterra, loss and grad, array and packed interleaved
 (A B A B ...), medians of cold compiles: the compile-time ratio, StableHLO bytes (and the bytes of
 the integer constant vectors in the programs, raw and as text), pack's own time against one
-cold ``jax.make_jaxpr`` of the unwrapped per-name step (fresh function, cleared caches), and the runtime ratio. Writes ``benchmarks/bench_pack.json``.
+cold ``jax.make_jaxpr`` of the unwrapped per-name step (fresh function, cleared caches), and the
+runtime ratio. Writes ``benchmarks/bench_pack.json``.
 
     python benchmarks/bench_pack.py [--n 1000] [--horizon 200] [--rounds 3] [--out FILE.json]
 """

@@ -7,9 +7,18 @@ signatures of its operands (a leaf read is "argument k", a constant is "a consta
 shape"). Output leaves with the same signature compute the same formula on different names: each
 such group becomes one pack, evaluated once on vectors (leaf reads become a static slice or a
 gather of the stacked input, per-name constants one constant vector), and the groups are put back
-in order by one static permutation. A value pack cannot vectorise (several outputs, a sub-program
-such as ``custom_jvp_call`` or ``scan``, no batching rule) is evaluated leaf by leaf and named in
+in order (a concatenation, a stack and reshape when they interleave by stride, else one static
+permutation). Groups whose formulas differ only in which leaves they read (a chain's end reads
+the constant ``0.0`` where the middle reads a neighbour) are merged when that operand is a few
+slices and constants. A value pack cannot vectorise (several outputs, a sub-program such as
+``custom_jvp_call`` or ``scan``, no batching rule) is evaluated leaf by leaf and named in
 :attr:`Packed.report`: the numbers are always those of the unwrapped step.
+
+Lanes: an argument's leaves are held either in ``tree_leaves`` order or, when that makes more
+of the reads slices instead of gathers, in the natural order of their paths (``x_2`` before
+``x_10``; dict keys sort as text). ``Packed.__call__`` keeps the public ``tree_leaves`` order;
+``to_layout`` / ``step_in_layout`` / ``from_layout`` (and ``rollout``) let a loop permute once,
+outside it.
 
 Data are packed with NumPy, outside any trace, so the compiled program takes one array per
 argument (the boundary of jax-ml/jax#4667 "Slow compilation for functions acting on PyTrees").
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +54,11 @@ class PackReport:
         eqns_before: Equations of the unwrapped step, nested ``jit`` calls inlined.
         eqns_after: Equations of the packed step (traced on the stacked arrays).
         packs: Groups of output leaves computed by one formula each.
-        permuted: Whether the groups are put back in order by a static permutation.
+        permuted: Whether the groups are put back in order by a static permutation (or, when
+            they interleave with one stride, a stack and a reshape).
+        relaid: Whether some argument's lanes are held in another order than
+            ``tree_leaves`` order (see :attr:`Packed.layout`); ``eqns_after`` counts the
+            step in that layout.
         scalar: Primitives evaluated leaf by leaf (unknown to the vectoriser), sorted.
         n_scalar: Number of such leaf-by-leaf evaluations.
     """
@@ -55,10 +69,12 @@ class PackReport:
     permuted: bool
     scalar: tuple[str, ...]
     n_scalar: int
+    relaid: bool = False
 
     def __str__(self) -> str:
         text = (f"{self.eqns_before} equations before, {self.eqns_after} vector ops after, "
-                f"{self.packs} packs" + (", one permutation" if self.permuted else ""))
+                f"{self.packs} packs" + (", one permutation" if self.permuted else "")
+                + (", lanes relaid" if self.relaid else ""))
         if self.scalar:
             text += (f"; left scalar: {self.n_scalar} evaluations of "
                      f"{', '.join(self.scalar)}")
@@ -66,13 +82,20 @@ class PackReport:
 
 
 class _Node:
-    """One value of the inlined step: a leaf read, a constant, or an equation's output."""
+    """One value of the inlined step: a leaf read, a constant, or an equation's output.
 
-    __slots__ = ("kind", "sig", "arg", "pos", "value", "eqn", "operands", "index")
+    ``sig`` is its exact structural signature; ``shape_sig`` the same with every leaf (a read
+    of any argument, a constant) reduced to its shape and dtype: values that share it compute
+    one formula up to which leaves they read (``x[i-1]`` in one lane, the constant ``0.0`` at
+    the chain's end).
+    """
 
-    def __init__(self, kind, sig, *, arg=None, pos=None, value=None, eqn=None, operands=(),
-                 index=0):
+    __slots__ = ("kind", "sig", "shape_sig", "arg", "pos", "value", "eqn", "operands", "index")
+
+    def __init__(self, kind, sig, *, shape_sig=None, arg=None, pos=None, value=None, eqn=None,
+                 operands=(), index=0):
         self.kind, self.sig, self.arg, self.pos, self.value = kind, sig, arg, pos, value
+        self.shape_sig = sig if shape_sig is None else shape_sig
         self.eqn, self.operands, self.index = eqn, operands, index
 
 
@@ -110,7 +133,8 @@ class _Graph:
 
     def const(self, value) -> _Node:
         value = np.asarray(value)
-        return _Node("const", self.sig(("const", value.shape, value.dtype.str)), value=value)
+        return _Node("const", self.sig(("const", value.shape, value.dtype.str)), value=value,
+                     shape_sig=self.sig(("leaf", value.shape, value.dtype.str)))
 
     def inline(self, jaxpr, consts, args) -> list[_Node]:
         env: dict = {}
@@ -132,9 +156,11 @@ class _Graph:
             elif _packable(eqn):
                 self.n_eqns += 1
                 aval = eqn.outvars[0].aval
-                key = (eqn.primitive.name, _params_key(eqn.params), aval.shape, str(aval.dtype),
+                key = (eqn.primitive.name, _params_key(eqn.params), aval.shape, aval.dtype,
                        tuple(o.sig for o in operands))
-                outs = [_Node("op", self.sig(key), eqn=eqn, operands=operands)]
+                shape_key = (*key[:4], tuple(o.shape_sig for o in operands))
+                outs = [_Node("op", self.sig(key), shape_sig=self.sig(("shape", shape_key)),
+                              eqn=eqn, operands=operands)]
             else:
                 self.n_eqns += 1
                 self.scalar[eqn.primitive.name] = self.scalar.get(eqn.primitive.name, 0) + 1
@@ -194,27 +220,66 @@ class Packed:
     ``p(x, theta)`` computes ``step(state, params)`` on ``x, theta = p.pack_args(state,
     params)`` and returns the output leaves stacked like ``x``; :meth:`unpack` turns that back
     into the step's output structure. The call is ordinary JAX (``jit``, ``grad``, ``vmap``,
-    ``lax.scan``) and its program does not grow with the number of names.
+    ``lax.scan``) and its program does not grow with the number of names. In a loop, prefer
+    :meth:`rollout` (or :meth:`step_in_layout` on data put in :attr:`layout` once): ``p(x,
+    theta)`` permutes on the way in and out when the lanes are relaid.
     """
 
-    def __init__(self, step, graph, outs, treedefs, specs, out_treedef, eqns_before):
+    def __init__(self, step, graph, outs, treedefs, specs, out_treedef, eqns_before, paths):
         self._step = step
         self._graph = graph
         self._treedefs = treedefs
         self._specs = specs                        # per argument: (n_leaves, shape, dtype)
         self._out_treedef = out_treedef
         self._eqns_before = eqns_before
-        # Group output leaves by signature, in first-appearance order.
+        # Output leaves grouped by signature (first-appearance order); then the lane layout in
+        # which the groups' leaf reads are slices, and the lane order inside each group.
         groups: dict[int, list[int]] = {}
         for i, node in enumerate(outs):
             groups.setdefault(node.sig, []).append(i)
-        self._groups = [[outs[i] for i in idx] for idx in groups.values()]
-        order = [i for idx in groups.values() for i in idx]
-        self._perm = None if order == list(range(len(outs))) else np.argsort(order)
+        leaf_groups = [np.asarray(idx) for idx in groups.values()]
+        layouts, lane_order = _choose_layouts(
+            [[outs[i] for i in idx] for idx in leaf_groups], leaf_groups, specs, paths)
+        self._layouts = layouts                    # per argument: None or lane -> leaf index
+        self._where = [None if lay is None else np.argsort(lay) for lay in layouts]
+        pos0 = self._where[0] if self._where[0] is not None else np.arange(len(outs))
+        ordered = [idx[order] for idx, order in zip(leaf_groups, lane_order)]
+        ordered = _merge_groups(outs, ordered, pos0, self._where)
+        ordered.sort(key=lambda idx: int(pos0[idx[0]]))
+        self._groups = [[outs[i] for i in idx] for idx in ordered]
+        self._perm, self._interleave = _assemble([pos0[idx] for idx in ordered])
         self._report = None
         # What jit and make_jaxpr name the packed step by (otherwise they ask repr(self), which
         # computes the report by tracing it: a recursion).
         self.__name__ = f"packed_{getattr(step, '__name__', type(step).__name__)}"
+
+    @property
+    def layout(self) -> tuple[np.ndarray, ...]:
+        """Per argument, the ``tree_leaves`` index of the leaf each lane holds.
+
+        :func:`pack` may hold an argument's leaves in another order than ``tree_leaves``
+        order when its step then reads neighbours as slices instead of gathers (a dict orders
+        ``x_10`` before ``x_2``; the lanes are then ``x_0, x_1, x_2, ...``). :meth:`__call__`
+        hides this (it permutes on the way in and out); a loop that wants no permutation per
+        step converts once with :meth:`to_layout`, runs :meth:`step_in_layout`, and converts
+        back with :meth:`from_layout` (as :meth:`rollout` does).
+        """
+        return tuple(np.arange(n) if lay is None else lay.copy()
+                     for lay, (n, _, _) in zip(self._layouts, self._specs))
+
+    def to_layout(self, *stacked, axis: int = 0) -> tuple:
+        """Stacked arguments (``tree_leaves`` order on ``axis``) in the lane layout.
+
+        NumPy in, NumPy out (nothing traced): do it once, outside the loop.
+        """
+        if len(stacked) != len(self._specs):
+            raise ValueError(f"pack: to_layout takes {len(self._specs)} stacked arrays, "
+                             f"got {len(stacked)}")
+        return tuple(_take(a, lay, axis) for a, lay in zip(stacked, self._layouts))
+
+    def from_layout(self, stacked, axis: int = 0):
+        """Output leaves in the lane layout back in ``tree_leaves`` order (on ``axis``)."""
+        return _take(stacked, self._where[0], axis)
 
     def pack_args(self, *args) -> tuple:
         """One stacked NumPy array per argument, leaves in ``tree_leaves`` order on axis 0.
@@ -249,6 +314,43 @@ class Packed:
         return jax.tree_util.tree_unflatten(self._out_treedef, [stacked[i] for i in range(n)])
 
     def __call__(self, *args):
+        arrays = self._check_stacked(args)
+        return self.from_layout(self.step_in_layout(*self.to_layout(*arrays)))
+
+    def step_in_layout(self, *args):
+        """The packed step on arguments in the lane layout (:attr:`layout`), output likewise."""
+        arrays = self._check_stacked(args)
+        emit = _Emitter(arrays, self._where)
+        parts = []
+        for lanes in self._groups:
+            value, batched = emit(tuple(lanes))
+            if not batched:
+                value = jnp.broadcast_to(value, (len(lanes), *jnp.shape(value)))
+            parts.append(value)
+        if self._interleave is not None:         # lanes g, g + k, g + 2k, ... per group
+            out = jnp.stack([parts[g] for g in self._interleave], axis=1)
+            return out.reshape((-1, *out.shape[2:]))
+        out = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
+        if self._perm is not None:
+            out = jnp.take(out, self._perm, axis=0, unique_indices=True,
+                           indices_are_sorted=False)
+        return out
+
+    def rollout(self, x, *rest, length: int, unroll: int = 1):
+        """The states before each of ``length`` steps (row 0 is ``x``), stacked like ``x``.
+
+        A ``lax.scan`` of :meth:`step_in_layout`: the lane layout is applied once before the
+        loop and undone once after it, never inside.
+        """
+        x_in, *rest_in = self.to_layout(x, *rest)
+
+        def body(state, _):
+            return self.step_in_layout(state, *rest_in), state
+
+        states = lax.scan(body, x_in, xs=None, length=length, unroll=unroll)[1]
+        return self.from_layout(states, axis=1)
+
+    def _check_stacked(self, args) -> list:
         if len(args) != len(self._specs):
             raise ValueError(f"pack: the packed step takes {len(self._specs)} stacked arrays, "
                              f"got {len(args)}")
@@ -259,18 +361,7 @@ class Packed:
                 raise ValueError(f"pack: argument {k} has shape {a.shape}, expected "
                                  f"{(n, *shape)} (use pack_args)")
             arrays.append(a)
-        emit = _Emitter(arrays)
-        parts = []
-        for lanes in self._groups:
-            value, batched = emit(tuple(lanes))
-            if not batched:
-                value = jnp.broadcast_to(value, (len(lanes), *jnp.shape(value)))
-            parts.append(value)
-        out = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
-        if self._perm is not None:
-            out = jnp.take(out, self._perm, axis=0, unique_indices=True,
-                           indices_are_sorted=False)
-        return out
+        return arrays
 
     @property
     def report(self) -> PackReport:
@@ -280,11 +371,14 @@ class Packed:
                        for n, shape, dtype in self._specs]
             # Traced through a plain function: tracing ``self`` itself would name the trace
             # after ``repr(self)``, which asks for this report again.
-            after = _count_eqns(jax.make_jaxpr(lambda *a: self(*a))(*structs).jaxpr)
+            after = _count_eqns(
+                jax.make_jaxpr(lambda *a: self.step_in_layout(*a))(*structs).jaxpr)
             self._report = PackReport(
                 eqns_before=self._eqns_before, eqns_after=after, packs=len(self._groups),
-                permuted=self._perm is not None, scalar=tuple(sorted(self._graph.scalar)),
-                n_scalar=sum(self._graph.scalar.values()))
+                permuted=self._perm is not None or self._interleave is not None,
+                scalar=tuple(sorted(self._graph.scalar)),
+                n_scalar=sum(self._graph.scalar.values()),
+                relaid=any(lay is not None for lay in self._layouts))
         return self._report
 
     def __repr__(self) -> str:
@@ -305,15 +399,191 @@ def _count_eqns(jaxpr) -> int:
     return total
 
 
-def _contiguous(idx: np.ndarray) -> bool:
-    return bool(np.all(np.diff(idx) == 1))
+def _stride(idx: np.ndarray) -> int:
+    """The step of a read that is a (strided) slice, else 0 (it needs a gather)."""
+    if len(idx) < 2:
+        return 1
+    steps = np.diff(idx)
+    return int(steps[0]) if steps[0] >= 1 and np.all(steps == steps[0]) else 0
+
+
+def _take(a, lanes, axis):
+    """``a`` reordered along ``axis`` (NumPy stays NumPy); ``lanes`` None means as it is."""
+    if lanes is None:
+        return a
+    if isinstance(a, (np.ndarray, np.generic)):
+        return np.take(a, lanes, axis=axis)
+    return jnp.take(a, lanes, axis=axis, unique_indices=True, indices_are_sorted=False)
+
+
+def _assemble(lanes: list[np.ndarray]):
+    """How the groups' values, emitted in this order, fill the output lanes: ``(None, None)``
+    when concatenating them is already lane order, ``(None, order)`` when the groups interleave
+    with one stride (group ``order[r]`` holds lanes ``r, r + k, r + 2k, ...``: a stack and a
+    reshape), else ``(perm, None)``: one static permutation of the concatenation."""
+    concat = np.concatenate(lanes)
+    n, k = len(concat), len(lanes)
+    if np.array_equal(concat, np.arange(n)):
+        return None, None
+    if k > 1 and all(len(g) == n // k for g in lanes) and n % k == 0:
+        firsts = [int(g[0]) for g in lanes]
+        if sorted(firsts) == list(range(k)) and all(
+                np.array_equal(g, np.arange(g[0], n, k)) for g in lanes):
+            return None, tuple(int(i) for i in np.argsort(firsts))
+    return np.argsort(concat), None
+
+
+def _leaf_runs(lanes) -> list[tuple]:
+    """A pack of leaves cut where it changes between constants and reads of one argument."""
+    def kind(n):
+        return (n.kind, n.arg) if n.kind in ("in", "const") else None
+
+    runs, start = [], 0
+    for i in range(1, len(lanes) + 1):
+        if i == len(lanes) or kind(lanes[i]) != kind(lanes[start]) or kind(lanes[i]) is None:
+            runs.append(tuple(lanes[start:i]))
+            start = i
+    return runs
+
+
+_MAX_RUNS = 3   # pieces one merged pack of leaves may be cut into (a chain: 2)
+
+
+def _merge_groups(outs, ordered, pos0, where) -> list[np.ndarray]:
+    """Merge groups whose formulas differ only in which leaves they read.
+
+    Groups of output leaves that share a ``shape_sig`` are merged (lanes in layout order)
+    when every pack of leaves in the merged formula is a constant vector or at most
+    ``_MAX_RUNS`` pieces, each a constant or a (strided) slice: a chain's ends then join its
+    middle, reading ``concatenate([0.0], x[:-1])`` as the array program does.
+    """
+    buckets: dict[int, list[int]] = {}
+    for g, idx in enumerate(ordered):
+        buckets.setdefault(outs[idx[0]].shape_sig, []).append(g)
+    merged, used = [], set()
+    for gs in buckets.values():
+        if len(gs) > 1:
+            idx = np.concatenate([ordered[g] for g in gs])
+            idx = idx[np.argsort(pos0[idx], kind="stable")]
+            if _slices_only(tuple(outs[i] for i in idx), where):
+                merged.append(idx)
+                used.update(gs)
+    return merged + [idx for g, idx in enumerate(ordered) if g not in used]
+
+
+def _slices_only(lanes, where) -> bool:
+    """Whether every pack of leaves under ``lanes`` is a constant, a slice, or a few of them."""
+    seen, stack = set(), [lanes]
+    while stack:
+        lanes = stack.pop()
+        key = tuple(id(n) for n in lanes)
+        first = lanes[0]
+        if key in seen or all(n is first for n in lanes[1:]):
+            continue
+        seen.add(key)
+        if first.kind == "op":
+            stack.extend(tuple(n.operands[j] for n in lanes) for j in range(len(first.operands)))
+            continue
+        runs = _leaf_runs(lanes)
+        if len(runs) > _MAX_RUNS:
+            return False
+        for run in runs:
+            if run[0].kind == "in":
+                pos = np.fromiter((n.pos for n in run), np.int64, len(run))
+                if not _stride(pos if where[run[0].arg] is None else where[run[0].arg][pos]):
+                    return False
+            elif run[0].kind != "const":
+                return False
+    return True
+
+
+def _natural_key(path) -> tuple:
+    """A leaf path as text and number runs: ``x_2`` before ``x_10``, ``a`` before ``b``."""
+    parts = []
+    for entry in path:
+        for name in ("key", "idx", "name"):
+            if hasattr(entry, name):
+                entry = getattr(entry, name)
+                break
+        for run in re.findall(r"\d+|\D+", str(entry)):
+            parts.append((1, int(run), "") if run.isdigit() else (0, 0, run))
+    return tuple(parts)
+
+
+def _read_packs(groups) -> list[tuple[int, int, np.ndarray]]:
+    """Every pack of leaf reads the groups' formulas reach: (group, argument, leaf indices in
+    the group's lane order). Packs that read one leaf in every lane are left out (no index)."""
+    reads, seen = [], set()
+    for g, outs in enumerate(groups):
+        stack = [tuple(outs)]
+        while stack:
+            lanes = stack.pop()
+            key = tuple(id(n) for n in lanes)
+            first = lanes[0]
+            if key in seen or all(n is first for n in lanes[1:]):
+                continue
+            seen.add(key)
+            if first.kind == "in":
+                reads.append((g, first.arg, np.fromiter((n.pos for n in lanes), np.int64,
+                                                        len(lanes))))
+            elif first.kind == "op":
+                stack.extend(tuple(n.operands[j] for n in lanes)
+                             for j in range(len(first.operands)))
+    return reads
+
+
+def _choose_layouts(groups, leaf_groups, specs, paths):
+    """The lane layout per argument and the lane order per group, fewest gathered indices.
+
+    Candidates per argument are ``tree_leaves`` order and the natural order of the leaf paths
+    (numbers compared as numbers). The state's layout fixes the lane order of every group
+    (its output leaves in layout order) and whether the groups need a permutation back; each
+    other argument then takes the candidate whose reads are most often slices. Ties keep
+    ``tree_leaves`` order. Cost: the length of each gathered index vector, plus the state's
+    leaf count for a permutation.
+    """
+    reads = _read_packs(groups)
+    cands = []
+    for (n, _, _), arg_paths in zip(specs, paths):
+        natural = np.array(sorted(range(n), key=lambda i: _natural_key(arg_paths[i])))
+        cands.append([None] if np.array_equal(natural, np.arange(n)) else [None, natural])
+
+    def gathered(idx):
+        return 0 if _stride(idx) else len(idx)
+
+    best = None
+    for lay0 in cands[0]:
+        where0 = None if lay0 is None else np.argsort(lay0)
+        pos0 = np.arange(specs[0][0]) if where0 is None else where0
+        orders = [np.argsort(pos0[idx], kind="stable") for idx in leaf_groups]
+        starts = sorted((int(pos0[idx[o][0]]), g) for g, (idx, o) in
+                        enumerate(zip(leaf_groups, orders)))
+        perm, _ = _assemble([pos0[leaf_groups[g][orders[g]]] for _, g in starts])
+        cost = 0 if perm is None else len(perm)
+        layouts = [lay0]
+        for k in range(len(specs)):
+            options = [lay0] if k == 0 else cands[k]
+            costs = []
+            for lay in options:
+                where = None if lay is None else np.argsort(lay)
+                costs.append(sum(gathered(idx[orders[g]] if where is None else
+                                          where[idx[orders[g]]])
+                                 for g, arg, idx in reads if arg == k))
+            pick = int(np.argmin(costs))   # first minimum: tree_leaves order on a tie
+            cost += costs[pick]
+            if k:
+                layouts.append(options[pick])
+        if best is None or cost < best[0]:
+            best = (cost, layouts, orders)
+    return best[1], best[2]
 
 
 class _Emitter:
     """Emits one vector value per tuple of isomorphic nodes (one node per lane), memoised."""
 
-    def __init__(self, arrays):
+    def __init__(self, arrays, where):
         self.arrays = arrays
+        self.where = where          # per argument: None or leaf index -> lane
         self.memo: dict[tuple[int, ...], tuple[Any, bool]] = {}
         self.opaque: dict[int, list] = {}
 
@@ -326,13 +596,26 @@ class _Emitter:
 
     def _emit(self, lanes):
         first = lanes[0]
-        if all(n is first for n in lanes[1:]):
+        # One lane of its own formula (a chain's end, say) stays a vector of length 1: no
+        # squeeze per read and no broadcast at the end.
+        if all(n is first for n in lanes[1:]) and (len(lanes) > 1 or
+                                                   first.kind not in ("in", "op")):
             return self._single(first), False
+        runs = _leaf_runs(lanes) if first.kind in ("in", "const") else ()
+        if len(runs) > 1:       # reads and constants mixed: one piece per run, concatenated
+            parts = []
+            for run in runs:
+                value, batched = self(run)
+                parts.append(value if batched else
+                             jnp.broadcast_to(value, (len(run), *jnp.shape(value))))
+            return jnp.concatenate(parts, axis=0), True
         if first.kind == "in":
-            idx = np.fromiter((n.pos for n in lanes), np.int64, len(lanes))
+            idx = self._lanes(first.arg, np.fromiter((n.pos for n in lanes), np.int64,
+                                                     len(lanes)))
             x = self.arrays[first.arg]
-            if _contiguous(idx):
-                return lax.slice_in_dim(x, int(idx[0]), int(idx[-1]) + 1, axis=0), True
+            step = _stride(idx)
+            if step:
+                return lax.slice_in_dim(x, int(idx[0]), int(idx[-1]) + 1, step, axis=0), True
             return jnp.take(x, idx, axis=0, indices_are_sorted=bool(np.all(np.diff(idx) > 0))), \
                 True
         if first.kind == "const":
@@ -350,6 +633,10 @@ class _Emitter:
         # Leaf by leaf: opaque outputs never share a signature, so only one lane is here.
         raise AssertionError("unreachable: an opaque value in a pack of several lanes")
 
+    def _lanes(self, arg, leaves):
+        where = self.where[arg]
+        return leaves if where is None else where[leaves]
+
     def _single(self, node):
         """The value of one node on its own (unbatched)."""
         hit = self.memo.get((id(node),))
@@ -357,7 +644,7 @@ class _Emitter:
             value, batched = hit
             return value[0] if batched else value
         if node.kind == "in":
-            value = self.arrays[node.arg][node.pos]
+            value = self.arrays[node.arg][int(self._lanes(node.arg, node.pos))]
         elif node.kind == "const":
             value = jnp.asarray(node.value)
         elif node.kind == "op":
@@ -417,11 +704,12 @@ def pack(step: Callable, *example_args) -> Packed:
         raise ValueError(f"pack: step must be callable, got {type(step).__name__}")
     if not example_args:
         raise ValueError("pack: give example arguments, e.g. pack(step, state, params)")
-    treedefs, specs = [], []
+    treedefs, specs, paths = [], [], []
     for k, arg in enumerate(example_args):
         treedef, leaves, shape, dtype = _leaf_specs(arg, f"argument {k}")
         treedefs.append(treedef)
         specs.append((len(leaves), shape, dtype))
+        paths.append([p for p, _ in jax.tree_util.tree_flatten_with_path(arg)[0]])
     structs = [jax.tree_util.tree_unflatten(t, [jax.ShapeDtypeStruct(s, d)] * n)
                for t, (n, s, d) in zip(treedefs, specs)]
     try:
@@ -440,7 +728,8 @@ def pack(step: Callable, *example_args) -> Packed:
     graph = _Graph()
     inputs = []
     for k, (n_k, s, d) in enumerate(specs):
-        inputs += [_Node("in", graph.sig(("in", k, s, str(d))), arg=k, pos=i)
+        leaf = graph.sig(("leaf", s, np.dtype(d).str))
+        inputs += [_Node("in", graph.sig(("in", k, s, str(d))), shape_sig=leaf, arg=k, pos=i)
                    for i in range(n_k)]
     outs = graph.inline(closed.jaxpr, closed.consts, inputs)
-    return Packed(step, graph, outs, treedefs, specs, out_treedef, graph.n_eqns)
+    return Packed(step, graph, outs, treedefs, specs, out_treedef, graph.n_eqns, paths)

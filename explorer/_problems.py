@@ -637,17 +637,11 @@ def _user_observed(problem: UserProblem, n: int, horizon: int) -> np.ndarray:
     packed = pack(lambda s, p: problem.step_scalar(s, p, n),
                   dict.fromkeys(lay.names, np.float32(0)),
                   dict.fromkeys(lay.param_names, np.float32(0)))
-    # pack's lanes are the dicts' leaves in sorted-key order.
+    # pack_args order is the dicts' leaves in sorted-key order; rollout keeps pack's own lane
+    # layout inside the loop.
     perm_s = np.array(sorted(range(len(lay.names)), key=lay.names.__getitem__))
     perm_p = np.array(sorted(range(len(lay.param_names)), key=lay.param_names.__getitem__))
-
-    @jax.jit
-    def simulate(x0, theta):
-        def body(x, _):
-            return packed(x, theta), x
-
-        return lax.scan(body, x0, xs=None, length=horizon)[1]
-
+    simulate = jax.jit(functools.partial(packed.rollout, length=horizon))
     ys = np.asarray(simulate(lay.state[perm_s], lay.params[perm_p]), dtype=np.float32)
     out = np.ascontiguousarray(ys[:, np.argsort(perm_s)])
     out.flags.writeable = False

@@ -346,15 +346,18 @@ def _build_packed(problem, n, horizon, unroll, obs, theta):
     def step_dict(state, params):
         return problem.step_scalar(state, params, n)
 
-    # The dict program's own step, packed once here; its lanes are the dicts' sorted leaves.
+    # The dict program's own step, packed once here. Its arguments are the dicts' leaves in
+    # tree_leaves (sorted-key) order, held in pack's lane layout; the data are put in that
+    # layout here, with NumPy, so the scanned step never permutes.
     packed = pack(step_dict, dict.fromkeys(names, np.float32(0)),
                   dict.fromkeys(pnames, np.float32(0)))
-    perm_s = np.array([names.index(k) for k in sorted(names)])
-    perm_p = np.array([pnames.index(k) for k in sorted(pnames)])
+    lanes_s, lanes_p = packed.layout
+    perm_s = np.array([names.index(k) for k in sorted(names)])[lanes_s]
+    perm_p = np.array([pnames.index(k) for k in sorted(pnames)])[lanes_p]
     inv_s, inv_p = np.argsort(perm_s), np.argsort(perm_p)
 
     def predict(obs, params):
-        return _scan_states(packed, obs[0], params, horizon, unroll)
+        return _scan_states(packed.step_in_layout, obs[0], params, horizon, unroll)
 
     def loss_packed(obs, params):
         return jnp.sum((obs - predict(obs, params)) ** 2)

@@ -382,8 +382,9 @@ outside loops over all names.
 # Rewriting the step group-wise is not always possible: the code may be generated per name, the
 # formulas may differ by name, or there may simply be a lot of it. `explorer.pack(step,
 # *example_args)` keeps `step_dict` exactly as written above. It traces the step once, groups the
-# equations that compute the same formula on different names (here: the interior rooms, and the
-# two end rooms that see the outside), and emits one vector operation per group. The packed step
+# equations that compute the same formula on different names (here every room: the two end rooms
+# read the outside temperature where the others read a neighbour, and pack reads that operand as
+# a constant beside a slice), and emits one vector operation per group. The packed step
 # takes and returns stacked arrays (leaves in `jax.tree_util.tree_leaves` order, dict keys
 # sorted), which you stack once with NumPy, outside any trace: a jitted function that receives
 # N scalars and stacks them inside still compiles slowly.

@@ -313,8 +313,9 @@ At N = {max(SWEEP_N)} the dict program compiles in {c['dict']:.2f} s, the packed
 #
 # The first finding's remedy is `explorer.pack`: keep `step` exactly as written, let the
 # explorer trace it once and group the equations that compute the same formula on different
-# names (here: the first tank, fed from outside, and all the others), and emit one vector
-# operation per group. The packed step takes and returns stacked arrays, in
+# names (here every tank: the first reads the feed where the others read the tank upstream, one
+# formula up to that value), and emit one vector operation per group. The packed step takes and
+# returns stacked arrays, in
 # `jax.tree_util.tree_leaves` order (dict keys sorted), which you stack once with NumPy,
 # outside any trace. The loss around it changes only where the state is stacked.
 
@@ -335,7 +336,7 @@ def loss_packed(observed, leaks):
 
 
 print(packed_step.report)
-assert packed_step.report.packs == 2   # the first tank (fed from outside) and all the others
+assert packed_step.report.packs == 1   # the first tank (fed from outside) joins the others
 
 # %%
 if not SERVED:

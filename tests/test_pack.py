@@ -1,6 +1,8 @@
 """explorer.pack: same numbers as the unwrapped step on every path, a size-free program, and
 one-line errors."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,10 +61,14 @@ def test_contiguous_slice_and_constant_vector():
     assert "slice" in text and "gather" not in text
 
 
-def test_neighbour_coupling_is_a_gather_and_ends_are_permuted_back():
+def test_a_chains_ends_join_its_middle_and_out_of_order_keys_are_permuted_back():
+    # The ends read the constant 0.0 where the middle reads s[i-1] / s[i+1]: one formula up
+    # to its leaves, so one pack whose shifted reads are [0.0] + a slice, as the array
+    # program's own shift: no gather, no permutation.
     step, s, p = _chain(7)
     packed = _check(step, s, p)
-    assert packed.report.packs == 3     # first, middle, last
+    assert packed.report.packs == 1 and not packed.report.permuted
+    assert "gather" not in str(jax.make_jaxpr(packed)(*packed.pack_args(s, p)))
     # A state whose keys sort out of lane order needs gathers and a permutation.
     def step2(s, p):
         return {"a": s["a"] * p["a"], "b": s["b"] + p["b"], "c": s["c"] * p["c"]}
@@ -70,6 +76,18 @@ def test_neighbour_coupling_is_a_gather_and_ends_are_permuted_back():
     packed2 = _check(step2, s2, {k: np.float32(v) for k, v in zip("abc", (4.0, 5.0, 6.0))})
     assert packed2.report.packs == 2 and packed2.report.permuted
     assert "gather" in str(jax.make_jaxpr(packed2)(*packed2.pack_args(s2, s2)))
+
+
+def test_leaves_mixed_in_many_pieces_stay_separate_packs():
+    # Odd lanes read a neighbour, even lanes a constant: merging would cut that operand into
+    # one piece per lane, so the two formulas stay two packs (interleaved back by stride).
+    def step(s, p):
+        return [s[i] * p[i] + (s[i - 1] if i % 2 else 1.0) for i in range(len(s))]
+    s = list(np.linspace(-1, 1, 12, dtype=np.float32))
+    packed = _check(step, s, list(np.linspace(0.5, 2, 12, dtype=np.float32)))
+    assert packed.report.packs == 2 and packed.report.permuted
+    text = str(jax.make_jaxpr(packed.step_in_layout)(*packed.pack_args(s, s)))
+    assert "gather" not in text and text.count("concatenate") == 0
 
 
 def test_mixed_formulas_are_split_and_recombined():
@@ -168,3 +186,101 @@ def test_a_packed_step_can_be_jitted_and_printed_directly():
     assert time.perf_counter() - started < 5  # no recursion through repr on the way
     assert np.allclose(out, 0.5 * x + theta)
     assert "equations before" in repr(p) and p.__name__.startswith("packed_")
+
+
+def _oscillator(n):
+    prob = explorer.get_problem("oscillator")
+    s = dict(zip(prob.state_names(n), prob.initial_state(n)))
+    p = dict(zip(prob.param_names(n), prob.true_params(n)))
+    return (lambda s, p: prob.step_scalar(s, p, n)), s, p
+
+
+def test_oscillator_reads_neighbours_as_slices_whatever_the_key_order():
+    """Sorted keys put position_10 before position_2; pack lays the lanes out so that the
+    step reads s[i-1], s[i+1] as slices: no gather (no scatter-add in its gradient), and the
+    same program at N=10 (where sorted order is already numeric) and N=1000."""
+    counts, ops = [], []
+    for n in (10, 1000):
+        step, s, p = _oscillator(n)
+        packed = _check(step, s, p, rtol=1e-5)
+        assert packed.report.relaid == (n > 10)
+        x, theta = packed.to_layout(*packed.pack_args(s, p))
+        assert isinstance(x, np.ndarray)           # laid out with NumPy, outside any trace
+        jaxpr = jax.make_jaxpr(packed.step_in_layout)(x, theta)
+        grad = jax.make_jaxpr(jax.grad(lambda t: jnp.sum(packed.step_in_layout(x, t) ** 2)))(
+            theta)
+        prims = {e.primitive.name for e in jaxpr.eqns} | {e.primitive.name for e in grad.eqns}
+        assert not prims & {"gather", "scatter", "scatter-add", "scatter_add"}, prims
+        assert "slice" in prims
+        counts.append(packed.report.eqns_after)
+        ops.append(sorted(e.primitive.name for e in jaxpr.eqns))
+    assert counts[0] == counts[1] and ops[0] == ops[1]
+
+
+def test_layout_round_trip_and_rollout_match_the_plain_loop():
+    step, s, p = _oscillator(12)
+    packed = pack(step, s, p)
+    assert packed.report.relaid
+    x, theta = packed.pack_args(s, p)
+    lanes = packed.layout
+    np.testing.assert_array_equal(packed.to_layout(x, theta)[0], x[lanes[0]])
+    np.testing.assert_array_equal(packed.from_layout(packed.to_layout(x, theta)[0]), x)
+    ys = jax.jit(functools.partial(packed.rollout, length=7))(x, theta)
+    want, state = [], s
+    for _ in range(7):
+        want.append(jax.tree_util.tree_leaves(state))
+        state = step(state, p)
+    np.testing.assert_allclose(ys, np.asarray(want, np.float32), rtol=1e-5, atol=1e-6)
+    # p(x, theta) still takes and returns tree_leaves order (the contract), relaid or not.
+    np.testing.assert_allclose(packed(x, theta), ys[1], rtol=1e-6)
+
+
+def test_strided_reads_are_strided_slices():
+    # Even lanes read odd leaves: one formula, stride 2, no gather.
+    def step(s, p):
+        return [s[i] * p[i] + (s[i + 1] if i + 1 < len(s) else 0.0) if i % 2 == 0
+                else s[i] - p[i] for i in range(len(s))]
+    s = list(np.linspace(-1, 1, 10, dtype=np.float32))
+    packed = _check(step, s, list(np.linspace(0.5, 2, 10, dtype=np.float32)))
+    text = str(jax.make_jaxpr(packed.step_in_layout)(*packed.pack_args(s, s)))
+    assert "gather" not in text.replace("scatter", "")
+
+
+@pytest.mark.parametrize("name", ["decay", "oscillator", "lotka_volterra"])
+def test_packed_representation_matches_array_when_lanes_are_relaid(name):
+    # N=12: the dicts' sorted keys (x_10, x_11 before x_2) differ from numeric order.
+    n, horizon = 12, 9
+    ref = explorer.build_case(name, "array", n, horizon)
+    case = explorer.build_case(name, "packed", n, horizon)
+    (loss, grad), (ref_loss, ref_grad) = case.evaluate(), ref.evaluate()
+    assert loss == pytest.approx(ref_loss, rel=1e-5)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-5 * np.abs(ref_grad).max())
+    np.testing.assert_allclose(case.rollout(), ref.rollout(), rtol=1e-5, atol=1e-6)
+
+
+def test_user_problem_with_relaid_lanes_matches_its_dict_program():
+    """A user's per-name chain at N=12 (sorted keys: level_10 before level_2): observations
+    made through pack's rollout and the packed representation equal the plain dict program."""
+    def step(s, p):
+        n = len(s)
+        return {f"level_{i}": s[f"level_{i}"] + 0.1 * (
+            (s[f"level_{i - 1}"] if i > 0 else 1.0) - p[f"leak_{i}"] * s[f"level_{i}"])
+            for i in range(n)}
+
+    prob = explorer.define_problem(
+        "relaid_chain", step, state=lambda n: {f"level_{i}": 0.5 * np.cos(i) for i in range(n)},
+        params=lambda n: {f"leak_{i}": 1.0 + 0.1 * i for i in range(n)})
+    n, horizon = 12, 8
+    obs = prob.observed(n, horizon)
+    names, pnames = prob.state_names(n), prob.param_names(n)
+    s, p = dict(zip(names, obs[0])), dict(zip(pnames, prob.true_params(n)))
+    assert pack(step, s, p).report.relaid
+    for t in range(1, horizon):
+        s = step(s, p)
+        np.testing.assert_allclose([float(s[k]) for k in names], obs[t], rtol=1e-5, atol=1e-6)
+    ref = explorer.build_case(prob, "dict", n, horizon)
+    case = explorer.build_case(prob, "packed", n, horizon)
+    (value, grad), (ref_value, ref_grad) = case.evaluate(), ref.evaluate()
+    assert value == pytest.approx(ref_value, rel=1e-5)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-6 * np.abs(ref_grad).max())
+    np.testing.assert_allclose(case.rollout(), ref.rollout(), rtol=1e-5, atol=1e-6)

@@ -10,10 +10,7 @@ allow more than one measurement at once per host, ``$PYTREE_EXPLORER_PER_HOST``
 (``pytree-explorer serve --scheduler ... --per-host ...`` does the same).
 """
 
-import os
-
 import explorer
+from explorer._dashboard import cluster_from_environment
 
-explorer.dashboard(scheduler=os.environ.get("PYTREE_EXPLORER_SCHEDULER") or None,
-                   per_host=int(os.environ.get("PYTREE_EXPLORER_PER_HOST", "1"))
-                   ).servable(title="PyTree Compile Explorer")
+explorer.dashboard(**cluster_from_environment()).servable(title="PyTree Compile Explorer")

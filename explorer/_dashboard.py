@@ -9,6 +9,7 @@ from background threads to the session's event loop.
 from __future__ import annotations
 
 import gc
+import os
 from typing import Any
 
 import panel as pn
@@ -174,6 +175,17 @@ def dashboard(problems: Any = (), *, scheduler: Any = None, per_host: int = 1,
         params["executor"] = cluster_executor(scheduler, per_host)
     pn.extension("tabulator")
     return Dashboard(**params)
+
+
+def cluster_from_environment() -> dict[str, Any]:
+    """``scheduler`` and ``per_host`` for :func:`dashboard` from ``$PYTREE_EXPLORER_SCHEDULER``
+    and ``$PYTREE_EXPLORER_PER_HOST`` (how ``panel serve apps/explorer_app.py`` is pointed at a
+    Dask cluster); a one-line ``ValueError`` for a per-host value that is not a whole number."""
+    raw = os.environ.get("PYTREE_EXPLORER_PER_HOST", "1").strip()
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"PYTREE_EXPLORER_PER_HOST must be a whole number >= 1, got {raw!r}")
+    return {"scheduler": os.environ.get("PYTREE_EXPLORER_SCHEDULER") or None,
+            "per_host": int(raw)}
 
 
 def serve(*, address: str = "127.0.0.1", port: int = 5006, show: bool = False,

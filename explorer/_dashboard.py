@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import urllib.parse
 from typing import Any
 
 import panel as pn
@@ -28,12 +29,28 @@ from ._dashboard_sections import (
     program_html,
 )
 from ._model import ExplorerModel
+from ._model_view import query_flag
 from ._plotcache import warm_plotting
 
 __all__ = ["Dashboard", "ExplorerModel", "dashboard", "program_html"]
 
 TITLE = "PyTree Compile Explorer"
 REFRESH_MS = 5000
+PRESENTER_QUERY = "presenter"
+# Presenter mode: larger text for a projector. These custom properties (and ``font-size``)
+# inherit into every widget's shadow root: Bokeh widgets and tabs read ``--bokeh-font-size``,
+# the results table and the form controls our ``--explorer-*`` ones (``_dashboard_sections``);
+# the plots restyle themselves (``PlotView.presenter``).
+PRESENTER_STYLES = {"--bokeh-font-size": "18px", "--explorer-table-font-size": "18px",
+                    "--explorer-input-font-size": "18px", "--explorer-tag-font-size": "16px"}
+PRESENTER_ROOT_FONT = "125%"
+
+
+# What is sized in ``rem`` (buttons, inputs) follows the root font size: set in the browser
+# when the toggle changes, in the template when the page opens in presenter mode.
+_ROOT_FONT_JS = (f"document.documentElement.style.fontSize = cb_obj.active ? "
+                 f"'{PRESENTER_ROOT_FONT}' : '100%'")
+
 
 _INTRO = (
     "How much does the **shape of your JAX state** cost? Pick a problem, a state count *N* and "
@@ -115,6 +132,16 @@ class Dashboard(pn.viewable.Viewer):
         self._main = pn.Column(
             _md(intro, sizing_mode="stretch_width", margin=(0, 10)),
             self.messages, self.plots, self.tabs, sizing_mode="stretch_width")
+        self._location = pn.state.location if self._is_served else None
+        if self._is_served:
+            # A bookmark such as ``.../explorer_app?presenter=true`` opens in presenter mode.
+            values = pn.state.session_args.get(PRESENTER_QUERY) or [None]
+            wanted = query_flag(values[-1])
+            if wanted is not None:
+                model.view.presenter = wanted
+        model.view.param.watch(self._presenter_changed, "presenter")
+        if model.view.presenter:
+            self._show_presenter(True)
 
     # -- lifecycle ---------------------------------------------------------------------
     def _session_destroyed(self, session_context: Any) -> None:
@@ -136,6 +163,24 @@ class Dashboard(pn.viewable.Viewer):
         if not self.model.jobs.running and self._connected():
             _guard(self.model, self.model.refresh)(None)
 
+    # -- presenter mode ----------------------------------------------------------------
+    def _show_presenter(self, on: bool) -> None:
+        # Off: "initial" sends each property back to its fallback (a page drawn with the styles
+        # keeps them when they are merely left out).
+        styles = {k: v if on else "initial" for k, v in PRESENTER_STYLES.items()}
+        for layout in (self._main, self.controls.__panel__()):
+            layout.styles = styles
+
+    def _presenter_changed(self, event: param.parameterized.Event) -> None:
+        self._show_presenter(event.new)
+        if self._location is not None:  # the address says so too, to bookmark it
+            query = [(k, v) for k, v in urllib.parse.parse_qsl(
+                self._location.search.lstrip("?"), keep_blank_values=True)
+                if k != PRESENTER_QUERY]
+            if event.new:
+                query.append((PRESENTER_QUERY, "true"))
+            self._location.search = "?" + urllib.parse.urlencode(query) if query else ""
+
     def _tab_opened(self, event: param.parameterized.Event) -> None:
         if event.new == 1:
             self.programs.build()
@@ -151,6 +196,9 @@ class Dashboard(pn.viewable.Viewer):
             template = pn.template.BootstrapTemplate(
                 title=TITLE, sidebar=[self.controls], main=[self._main], sidebar_width=320,
                 header_background="#1f4e79")
+            if self.model.view.presenter:
+                template.config.raw_css.append(f"html {{ font-size: {PRESENTER_ROOT_FONT}; }}")
+            self.controls.presenter_toggle.jscallback(value=_ROOT_FONT_JS)
             return template
         return pn.Row(pn.Column(_md(f"## {TITLE}"), self.controls, width=300),
                       self._main, sizing_mode="stretch_width")

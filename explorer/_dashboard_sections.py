@@ -30,6 +30,23 @@ _COLUMN_WIDTHS = {name: max(width, 11 * len(name) + 44) for name, width in {
 }.items()}
 
 
+# The table's text follows presenter mode (``--explorer-table-font-size``, set on the page).
+_TABLE_FONT = (":host .tabulator, :host .tabulator .tabulator-row .tabulator-cell { "
+               "font-size: var(--explorer-table-font-size, 14px); }")
+
+# Form controls keep the browser's own text size whatever the page's; presenter mode sets these.
+_INPUT_FONT = (".bk-input { font-size: var(--explorer-input-font-size, 13.333px); } "
+               ".choices__list--multiple .choices__item { "
+               "font-size: var(--explorer-tag-font-size, 12px); }")
+
+
+def _presenter_ready(layout: pn.layout.ListLike) -> pn.layout.ListLike:
+    """``layout`` with its form controls' text sized by presenter mode (:data:`_INPUT_FONT`)."""
+    for widget in layout.select(pn.widgets.Widget):
+        widget.stylesheets = [*widget.stylesheets, _INPUT_FONT]
+    return layout
+
+
 _DIFF_COLORS = {"+": "#e6ffec", "-": "#ffebe9", "@": "#ddf4ff"}
 
 
@@ -142,10 +159,13 @@ class ControlsSection(_Section):
         cancel = w.Button(label="Cancel", color="danger",
                           disabled=pn.bind(lambda busy: not busy, m.jobs.param.busy),
                           sizing_mode="stretch_width")
+        # For a projector; ``?presenter=true`` in the address opens the page this way.
+        self.presenter_toggle = w.Checkbox.from_param(
+            m.view.param.presenter, css_classes=["presenter-toggle"], margin=(15, 10, 10, 10))
         run.on_click(_guard(m, m.run))
         sweep.on_click(_guard(m, m.sweep))
         cancel.on_click(_guard(m, m.cancel))
-        return pn.Column(
+        return _presenter_ready(pn.Column(
             w.Select.from_param(c.param.problem, label="Problem"),
             self._n_preset,
             w.IntInput.from_param(c.param.n_states,
@@ -166,7 +186,8 @@ class ControlsSection(_Section):
             sweep,
             _md(f"Trajectories are captured when N ≤ {ROLLOUT_MAX_N}.",
                 styles={"font-size": "0.85em", "color": "#555"}),
-            sizing_mode="stretch_width", min_width=260)
+            self.presenter_toggle,
+            sizing_mode="stretch_width", min_width=260))
 
     def _preset_chosen(self, event: param.parameterized.Event) -> None:
         if event.new:
@@ -227,8 +248,8 @@ class PlotsSection(_Section):
             pn.Row(plots[0], plots[1], sizing_mode="stretch_width"),
             pn.Row(plots[2], plots[3], sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
-        return pn.Column(view_controls, legend_note, grid, sizing_mode="stretch_width",
-                         margin=0)
+        return pn.Column(_presenter_ready(view_controls), legend_note, grid,
+                         sizing_mode="stretch_width", margin=0)
 
     @staticmethod
     def _legend(stage: str, note: str) -> str:
@@ -262,6 +283,7 @@ class ResultsSection(_Section):
                         for c in ("trace_s", "lower_s", "compile_s")},
             # Fixed widths: fitting 21 columns to their data took the browser about 0.3 s.
             widths=dict(_COLUMN_WIDTHS),
+            stylesheets=[_TABLE_FONT],
         )
         self.table.param.watch(self._row_selected, "selection")
         # Tabulator's selection is a row position: when new rows arrive (newest first) the

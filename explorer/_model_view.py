@@ -21,9 +21,32 @@ from ._model_results import Results
 from ._model_session import Batch, Session
 from ._plotcache import PLOT_CACHE, array_key, frame_key
 
-__all__ = ["PlotView"]
+__all__ = ["PRESENTER_PLOT_OPTS", "PlotView", "query_flag"]
 
 _QUERY_DOC = "What the {} shows, as of its last redraw (the plot reads only this)."
+
+# Presenter mode: the plots' fonts for a projector (about 1.6 times the usual ticks and legends;
+# titles less, or they outgrow a half-width plot), and no toolbar beside the title (hover and the
+# legend's click-to-hide still work).
+PRESENTER_PLOT_OPTS = {
+    "Overlay": dict(fontsize={"title": "15pt", "labels": "16pt", "xticks": "15pt",
+                              "yticks": "15pt", "legend": "13pt"}, toolbar=None),
+    "Labels": dict(text_font_size="14pt"),
+}
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "")
+
+
+def query_flag(raw: str | bytes | None) -> bool | None:
+    """A yes/no value from a URL query (``?presenter=true``), read strictly: ``true``/``1``/
+    ``yes``/``on`` and ``false``/``0``/``no``/``off``; anything else is ``None`` (ignored). The
+    text is only compared with those words, never evaluated."""
+    if raw is None:
+        return None
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    word = raw.strip().lower()
+    return True if word in _TRUE else False if word in _FALSE else None
 
 
 class PlotView(param.Parameterized):
@@ -33,6 +56,8 @@ class PlotView(param.Parameterized):
     show_target = param.Selector(default="loss", objects=["loss", "grad"], label="Plot target")
     rollout_states = param.ListSelector(default=[], objects=[], label="Rollout states")
     rollout_note = param.String(default="", precedence=-1)
+    presenter = param.Boolean(default=False, label="Presenter mode (large fonts)",
+                              doc="Larger fonts in the plots and on the page, for a projector.")
 
     compile_query = param.Dict(default={}, precedence=-1,
                                doc=_QUERY_DOC.format("compile-time plot"))
@@ -58,7 +83,8 @@ class PlotView(param.Parameterized):
         self.controls.param.watch(self._follow_target, "target")
         self.results.param.watch(self._view_changed, "frame")
         self.results.param.watch(self.refresh_rollouts, "frame")
-        self.param.watch(self._view_changed, ["stage", "show_target", "rollout_states"])
+        self.param.watch(self._view_changed, ["stage", "show_target", "rollout_states",
+                                              "presenter"])
         self.refresh_rollouts()
         self._redraw({"compile", "metrics"})
 
@@ -72,10 +98,11 @@ class PlotView(param.Parameterized):
     def _query(self, kind: str) -> dict[str, Any]:
         if kind == "rollout":
             return dict(data=self._rollout_data, n=self._rollout_n, states=self.rollout_states,
-                        problem=self.controls.problem, horizon=self.controls.horizon)
+                        problem=self.controls.problem, horizon=self.controls.horizon,
+                        presenter=self.presenter)
         extra = {"stage": self.stage} if kind == "compile" else {}
         return dict(frame=self.results.frame, key=self._results_key, filters=self._filters(),
-                    **extra)
+                    presenter=self.presenter, **extra)
 
     def _follow_target(self, event: param.parameterized.Event) -> None:
         if event.new in ("loss", "grad"):
@@ -102,6 +129,8 @@ class PlotView(param.Parameterized):
             which.add("metrics")
         if "rollout_states" in names:
             which.add("rollout")
+        if "presenter" in names:
+            which |= {"compile", "metrics", "rollout"}
         self._redraw(which)
 
     def _redraw(self, which: set[str]) -> None:
@@ -127,10 +156,16 @@ class PlotView(param.Parameterized):
             fn()
 
     # -- the plots ---------------------------------------------------------------------
-    def _cached(self, title: str, key: tuple, draw: Callable[[], Any]) -> Any:
-        """``draw()`` through :data:`PLOT_CACHE`; a plot that failed is shown, never cached."""
+    def _cached(self, title: str, key: tuple, draw: Callable[[], Any],
+                presenter: bool = False) -> Any:
+        """``draw()`` through :data:`PLOT_CACHE`, restyled for a projector when ``presenter``
+        (a copy, cached beside the plain plot); a plot that failed is shown, never cached."""
         try:
-            return PLOT_CACHE.get(key, draw)
+            plot = PLOT_CACHE.get(key, draw)
+            if presenter:
+                plot = PLOT_CACHE.get((*key, "presenter"), lambda: plot.opts(
+                    PRESENTER_PLOT_OPTS, backend="bokeh", clone=True))
+            return plot
         except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
             self.session.show(f"Could not draw {title.lower()}: {type(err).__name__}: {err}")
             return _plots.placeholder(title, "Could not draw this plot (see the alert).")
@@ -139,7 +174,8 @@ class PlotView(param.Parameterized):
                 **extra: Any) -> Any:
         filters = query["filters"]
         key = (kind, query["key"], *sorted(filters.items()), *extra.values())
-        return self._cached(title, key, lambda: draw(query["frame"], **extra, **filters))
+        return self._cached(title, key, lambda: draw(query["frame"], **extra, **filters),
+                            query.get("presenter", False))
 
     @param.depends("compile_query")
     def compile_plot(self):
@@ -173,7 +209,8 @@ class PlotView(param.Parameterized):
         return self._cached("Rollouts", ("rollout", data, states, title, message),
                             lambda: _plots.rollout_plot(
                                 _plots.rollout_frame(q["data"], states or None),
-                                title=title, message=message))
+                                title=title, message=message),
+                            q.get("presenter", False))
 
     def plots(self) -> list:
         """The four plots as they are now (for notebooks and export)."""

@@ -218,3 +218,104 @@ def test_two_pages_at_once_both_get_their_results(browser, served_app):
     finally:
         for page in pages:
             page.close()
+
+
+_FONT_SIZES_JS = """() => {
+    // Computed font sizes (px) of what a room reads: a widget label, the status line, a tab
+    // title, a table cell, a menu, a button, a chosen tag. Found through the shadow roots Panel and Bokeh render into.
+    const all = [];
+    const walk = (root) => {
+        for (const el of root.querySelectorAll('*')) {
+            all.push(el);
+            if (el.shadowRoot) walk(el.shadowRoot);
+        }
+    };
+    walk(document);
+    const size = (test) => {
+        const el = all.find(test);
+        return el ? parseFloat(getComputedStyle(el).fontSize) : null;
+    };
+    const text = (el) => (el.textContent || '').trim();
+    return {
+        label: size(el => el.tagName === 'LABEL' && text(el).startsWith('Horizon')),
+        status: size(el => el.tagName === 'P' && text(el).startsWith('Status:')),
+        tab: size(el => el.classList.contains('bk-tab') && text(el) === 'Programs'),
+        cell: size(el => el.classList.contains('tabulator-cell')),
+        input: size(el => el.tagName === 'SELECT' && el.classList.contains('bk-input')),
+        button: size(el => el.tagName === 'BUTTON' && text(el) === 'Run'),
+        tag: size(el => el.classList.contains('choices__item') && text(el).startsWith('state_')),
+    };
+}"""
+
+_PLOT_FONTS_JS = """() => {
+    // The title and tick-label font sizes (pt) of the figures drawn on the page now (their
+    // views: a redrawn plot's old model may linger in the document).
+    const out = [];
+    for (const view of Bokeh.index.all_views()) {
+        const m = view.model;
+        if (m.type !== 'Figure' && m.type !== 'Plot') continue;
+        if (!view.el.isConnected || !(m.title && m.title.text)) continue;
+        const axis = (m.below || []).find(a => a.major_label_text_font_size);
+        out.push([m.title.text, parseFloat(m.title.text_font_size),
+                  axis ? parseFloat(axis.major_label_text_font_size) : null]);
+    }
+    return out;
+}"""
+
+
+def _presenter_checkbox(page):
+    return page.locator("#sidebar .presenter-toggle input[type=checkbox]")
+
+
+def test_presenter_mode_enlarges_the_page_and_the_plots(page, served_app):
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    errors = _console_errors(page)
+    _open(page, served_app)
+    page.wait_for_timeout(1000)
+    normal = page.evaluate(_FONT_SIZES_JS)
+    assert all(normal.values()), normal  # every element measured was found
+    normal_plots = page.evaluate(_PLOT_FONTS_JS)
+    assert len(normal_plots) >= 4, normal_plots
+    _shot(page, "presenter-off.png")
+
+    _presenter_checkbox(page).check()
+    deadline = time.monotonic() + 30  # the four plots are drawn again with larger fonts
+    while True:
+        plots = page.evaluate(_PLOT_FONTS_JS)
+        if len(plots) >= 4 and min(t for _, t, _ in plots) > max(t for _, t, _ in normal_plots):
+            break
+        assert time.monotonic() < deadline, (normal_plots, plots)
+        page.wait_for_timeout(200)
+    assert all(tick > max(t for _, _, t in normal_plots if t) for _, _, tick in plots if tick)
+    larger = page.evaluate(_FONT_SIZES_JS)
+    for name, size in normal.items():
+        assert larger[name] >= 1.2 * size, (name, normal, larger)
+    # The address says so, so a teacher can bookmark it.
+    expect(page).to_have_url(re.compile(r"[?&]presenter=true"))
+    page.wait_for_timeout(1000)
+    _shot(page, "presenter-on.png")
+    # The sidebar folds away (the header's button) to give the plots the projector's width.
+    page.locator("#sidebar-toggle").click()
+    expect(page.locator("#sidebar")).to_be_hidden()
+    page.wait_for_timeout(1000)
+    _shot(page, "presenter-sidebar-folded.png")
+    page.locator("#sidebar-toggle").click()
+    expect(_presenter_checkbox(page)).to_be_visible()
+
+    # The bookmark opens the page in presenter mode; a value that is not a yes/no is ignored.
+    _open(page, served_app + "?presenter=true")
+    expect(_presenter_checkbox(page)).to_be_checked()
+    page.wait_for_timeout(500)
+    assert page.evaluate(_FONT_SIZES_JS)["label"] >= 1.2 * normal["label"]
+    _open(page, served_app + "?presenter=__import__('os')")
+    expect(_presenter_checkbox(page)).not_to_be_checked()
+    # Off again: the usual sizes and the address without the flag.
+    _open(page, served_app + "?presenter=true")
+    _presenter_checkbox(page).uncheck()
+    expect(page).not_to_have_url(re.compile("presenter"))
+    deadline = time.monotonic() + 10
+    while page.evaluate(_FONT_SIZES_JS)["label"] != normal["label"]:
+        assert time.monotonic() < deadline
+        page.wait_for_timeout(200)
+    assert errors == []

@@ -7,9 +7,10 @@ against ``panel serve apps/explorer_app.py`` on 127.0.0.1 with a throw-away resu
 
 * server start -> HTTP ready; server ready -> first render (the four plots drawn on their
   canvases and the Run button on the page) and -> page complete (the results table has rows);
-* click Run -> first result (the first measured case drawn in the compile-time plot, read off
-  the Bokeh data in the page every 10 ms) and -> run finished (the status line), for the default
-  case (decay, N=100, H=200, dict and array, loss), first on a fresh server and again warm;
+* click Run -> "queued" in the status line; -> first result (the first measured case drawn in
+  the compile-time plot, read off the Bokeh data in the page every 10 ms); -> run finished (the
+  status line), for the default case (decay, N=100, H=200, dict and array, loss), first on a
+  fresh server and again warm;
   *beyond the measurement* subtracts that first case's own measurement time, as the worker
   stamped it in the store (``finished_at - started_at``: trace, lower, compile and runs);
 * widget response while a long compile runs (dict at N=3000 in the worker) against the same
@@ -235,9 +236,10 @@ def _status_now(page: Any) -> str:
     return (log[-1][1] or "") if log else ""
 
 
-def _click_run(page: Any, store: Path, timeout: float = 600) -> dict[str, float]:
-    """Click Run and time it: to the first result drawn in the compile-time plot, to the run's
-    end (the status line), and the first result's own measurement time (from the store)."""
+def _click_run(page: Any, store: Path, timeout: float = 600) -> dict[str, float | None]:
+    """Click Run and time it: to "queued" in the status line, to the first result drawn in the
+    compile-time plot, to the run's end (the status line), and the first result's own
+    measurement time (from the store)."""
     page.evaluate(_STATUS_LOGGER)
     page.evaluate(_PLOT_LOGGER)
     button = page.get_by_role("button", name="Run", exact=True)
@@ -248,8 +250,12 @@ def _click_run(page: Any, store: Path, timeout: float = 600) -> dict[str, float]
     button.click()
     first = _plot_changed(page, since, timeout)
     done = _wait_status(page, since, re.compile("Run finished"), timeout)
+    try:  # logged long before this, if the page ever showed it
+        queued: float | None = _wait_status(page, since, re.compile("queued"), 1)
+    except TimeoutError:
+        queued = None  # the status went past "queued" between two reads of the page
     own = _first_measurement_s(store, clicked)
-    return {"first": first, "done": done, "own": own,
+    return {"first": first, "done": done, "own": own, "queued": queued,
             "beyond": first - own if own is not None else None}
 
 
@@ -397,12 +403,14 @@ def run(quick: bool = False) -> dict[str, Any]:
 
                     # Click -> result: the first run in the server, then warm ones.
                     cold = _click_run(page, server.store)
+                    out["click_to_queued_cold_s"] = cold["queued"]
                     out["click_to_first_result_cold_s"] = cold["first"]
                     out["click_to_finished_cold_s"] = cold["done"]
                     out["first_result_measurement_cold_s"] = cold["own"]
                     out["first_result_beyond_measurement_cold_s"] = cold["beyond"]
                     warm = [_click_run(page, server.store) for _ in range(rounds)]
-                    for key, name in (("first", "click_to_first_result_warm_s"),
+                    for key, name in (("queued", "click_to_queued_warm_s"),
+                                      ("first", "click_to_first_result_warm_s"),
                                       ("done", "click_to_finished_warm_s"),
                                       ("own", "first_result_measurement_warm_s"),
                                       ("beyond", "first_result_beyond_measurement_warm_s")):

@@ -9,7 +9,9 @@ directory and the results store redirected to a temporary file.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -127,3 +129,42 @@ def test_notebook_runs_top_to_bottom(path, kernel_dir, tmp_path, monkeypatch, re
     assert not external, external
     if "hv.extension" in "".join(c.source for c in nb.cells):
         assert "Bokeh.embed" in page  # the plots' JavaScript is in the page itself
+
+
+@pytest.mark.notebook
+@pytest.mark.timeout(600)
+def test_a_notebook_that_used_the_worker_shuts_down_without_a_traceback(tmp_path):
+    """``jupyter nbconvert --execute`` of a notebook whose measurements ran in the worker (its
+    own and the dashboard's shared one, alive until the kernel stops) prints no traceback when
+    the kernel shuts down: a ``KeyboardInterrupt`` from the worker once did."""
+    kernels = tmp_path / "jupyter" / "kernels" / KERNEL_NAME
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "pytree-explorer tests", "language": "python"}))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import explorer\n"
+            "rows = explorer.sweep('decay', ['array'], n_states=[2], horizons=[5],\n"
+            "                      targets=['loss'])\n"
+            "print('measured', len(rows))"),
+        nbformat.v4.new_code_cell(
+            "from explorer._worker import shared_executor\n"
+            "print('shared worker', shared_executor().submit(abs, -3).result(timeout=300))"),
+    ]
+    source = tmp_path / "uses_worker.ipynb"
+    nbformat.write(nb, source)
+    env = {**os.environ, "JUPYTER_PATH": str(tmp_path / "jupyter"),
+           "PYTREE_EXPLORER_DB": str(tmp_path / "results.sqlite")}
+    done = subprocess.run(
+        [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute",
+         f"--ExecutePreprocessor.kernel_name={KERNEL_NAME}", "--output", "executed",
+         str(source)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0, done.stderr
+    executed = nbformat.read(tmp_path / "executed.ipynb", as_version=4)
+    printed = "".join(out.get("text", "") for cell in executed.cells
+                      for out in cell.get("outputs", []))
+    assert "measured 1" in printed and "shared worker 3" in printed, printed
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr

@@ -236,6 +236,9 @@ def _status_now(page: Any) -> str:
     return (log[-1][1] or "") if log else ""
 
 
+_FINISHED = re.compile(r"Run finished(?!.*press Cancel)")
+
+
 def _click_run(page: Any, store: Path, timeout: float = 600) -> dict[str, float | None]:
     """Click Run and time it: to "queued" in the status line, to the first result drawn in the
     compile-time plot, to the run's end (the status line), and the first result's own
@@ -249,7 +252,9 @@ def _click_run(page: Any, store: Path, timeout: float = 600) -> dict[str, float 
     clicked = time.time()
     button.click()
     first = _plot_changed(page, since, timeout)
-    done = _wait_status(page, since, re.compile("Run finished"), timeout)
+    # Not the last run's "Run finished" shown again for a moment with "(press Cancel to stop)"
+    # as the page turns busy, before it says "queued".
+    done = _wait_status(page, since, _FINISHED, timeout)
     try:  # logged long before this, if the page ever showed it
         queued: float | None = _wait_status(page, since, re.compile("queued"), 1)
     except TimeoutError:

@@ -52,6 +52,12 @@ _ROOT_FONT_JS = (f"document.documentElement.style.fontSize = cb_obj.active ? "
                  f"'{PRESENTER_ROOT_FONT}' : '100%'")
 
 
+# Said in the browser the moment Run or Sweep is pressed, before the click has reached a busy
+# server; the server's next status replaces it ("queued", the stage, or why it did not start).
+# The pane's text is its HTML, escaped.
+_QUEUED_JS = ("status.text = '&lt;p&gt;&lt;strong&gt;Status:&lt;/strong&gt; {kind}: "
+              "queued…&lt;/p&gt;\\n'")
+
 _INTRO = (
     "How much does the **shape of your JAX state** cost? Pick a problem, a state count *N* and "
     "the representations to compare, then **Run**. Each case is traced, lowered and compiled "
@@ -121,6 +127,10 @@ class Dashboard(pn.viewable.Viewer):
         self.results = ResultsSection(model, served=self._is_served)
         self.programs = ProgramsSection(model)
         self.runs = RunsSection(model)
+        for button, kind in ((self.controls.run_button, "Run"),
+                             (self.controls.sweep_button, "Sweep")):
+            button.js_on_click(args={"status": self.messages.status},
+                               code=_QUEUED_JS.format(kind=kind))
         self.tabs = pn.Tabs(("Results", self.results), ("Programs", self.programs),
                             ("Compare runs", self.runs), dynamic=True,
                             sizing_mode="stretch_width")

@@ -164,6 +164,7 @@ class ControlsSection(_Section):
             m.view.param.presenter, css_classes=["presenter-toggle"], margin=(15, 10, 10, 10))
         run.on_click(_guard(m, m.run))
         sweep.on_click(_guard(m, m.sweep))
+        self.run_button, self.sweep_button = run, sweep
         cancel.on_click(_guard(m, m.cancel))
         return _presenter_ready(pn.Column(
             w.Select.from_param(c.param.problem, label="Problem"),
@@ -203,8 +204,9 @@ class MessagesSection(_Section):
 
     def _build(self) -> pn.Column:
         s, r = self.model.session, self.model.results
-        status = _md(pn.bind(self._status_text, s.param.status, self.model.jobs.param.busy),
-                     sizing_mode="stretch_width", margin=(0, 10))
+        self.status = status = _md(
+            pn.bind(self._status_text, s.param.status, self.model.jobs.param.busy),
+            sizing_mode="stretch_width", margin=(0, 10))
         alert = pn.pane.Alert(s.param.alert, alert_type=s.param.alert_kind,
                               visible=pn.bind(bool, s.param.alert), sizing_mode="stretch_width")
         dismiss = pn.widgets.Button(label="Dismiss", color="light",

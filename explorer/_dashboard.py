@@ -37,12 +37,13 @@ __all__ = ["Dashboard", "ExplorerModel", "dashboard", "program_html"]
 TITLE = "PyTree Compile Explorer"
 REFRESH_MS = 5000
 PRESENTER_QUERY = "presenter"
-# Presenter mode: larger text for a projector. These custom properties (and ``font-size``)
-# inherit into every widget's shadow root: Bokeh widgets and tabs read ``--bokeh-font-size``,
-# the results table and the form controls our ``--explorer-*`` ones (``_dashboard_sections``);
+# Presenter mode: larger text for a projector. These custom properties inherit into every
+# widget's shadow root: Bokeh widgets and tabs read ``--bokeh-font-size``; the results table,
+# the form controls and the program texts our ``--explorer-*`` ones (``_dashboard_sections``);
 # the plots restyle themselves (``PlotView.presenter``).
 PRESENTER_STYLES = {"--bokeh-font-size": "18px", "--explorer-table-font-size": "18px",
-                    "--explorer-input-font-size": "18px", "--explorer-tag-font-size": "16px"}
+                    "--explorer-input-font-size": "18px", "--explorer-tag-font-size": "16px",
+                    "--explorer-code-font-size": "17px"}
 PRESENTER_ROOT_FONT = "125%"
 
 

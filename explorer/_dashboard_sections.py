@@ -17,6 +17,7 @@ import param
 from . import _plots
 from ._blame import BLAME_COLUMNS
 from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
+from ._model_view import PRESENTER_PLOT_OPTS
 
 __all__ = ["ControlsSection", "MessagesSection", "PlotsSection", "ProgramsSection",
            "ResultsSection", "RunsSection", "program_html", "side_by_side_html"]
@@ -80,7 +81,8 @@ def side_by_side_html(comparison: dict) -> str:
         return '<p class="side-by-side">No jaxpr line differs.</p>'
     left, right = (html.escape(label) for label in comparison.get("labels", ("a", "b")))
     cell = ('<td style="vertical-align:top;white-space:pre;font-family:monospace;'
-            'font-size:12px;padding:0 8px;background:{}">{}</td>')
+            'font-size:var(--explorer-code-font-size, 12px);padding:0 8px;'
+            'background:{}">{}</td>')
     rows = "".join(
         "<tr>" + cell.format("#ffebe9" if a else "transparent", html.escape(a))
         + cell.format("#e6ffec" if b else "transparent", html.escape(b)) + "</tr>"
@@ -91,8 +93,8 @@ def side_by_side_html(comparison: dict) -> str:
             f"<tbody>{rows}</tbody></table>")
 
 
-_PRE_STYLE = {"overflow": "auto", "font-size": "12px", "border": "1px solid #ddd",
-              "background": "#fafafa", "padding": "0 6px"}
+_PRE_STYLE = {"overflow": "auto", "font-size": "var(--explorer-code-font-size, 12px)",
+              "border": "1px solid #ddd", "background": "#fafafa", "padding": "0 6px"}
 
 
 def _md(*args: Any, **params: Any) -> pn.pane.Markdown:
@@ -396,12 +398,12 @@ class ProgramsSection(_LazySection):
         side_by_side = pn.pane.HTML(pn.bind(side_by_side_html, p.param.comparison),
                                     sizing_mode="stretch_width", height=420, styles=_PRE_STYLE,
                                     disable_math=True)
-        compare_row = pn.Row(
+        compare_row = _presenter_ready(pn.Row(
             w.Select.from_param(p.param.compare_a, label="Compare", width=150),
             w.Select.from_param(p.param.compare_b, label="with", width=150),
             pn.Column(pn.Spacer(height=18), compare),
             _md("at the problem, N, horizon and plot target chosen above.",
-                margin=(32, 10, 0, 10)))
+                margin=(32, 10, 0, 10))))
         return pn.Column(
             pn.Row(inspect, program_title),
             pn.Tabs(("jaxpr", jaxpr), ("StableHLO", stablehlo), ("Optimised HLO", hlo),
@@ -440,17 +442,23 @@ class RunsSection(_LazySection):
     """Compare runs: two groups of rows (JAX version, backend, device kind, host, interpreter)
     as ratios per representation and N, a plot and a table. Built when first shown."""
 
+    @staticmethod
+    def _ratio_plot(table: pd.DataFrame | None, metric: str, presenter: bool) -> Any:
+        plot = _plots.run_ratio_plot(table, metric)
+        return plot.opts(PRESENTER_PLOT_OPTS, backend="bokeh") if presenter else plot
+
     def _contents(self) -> pn.Column:
         r = self.model.runs
         w = pn.widgets
-        choose = pn.Row(
+        choose = _presenter_ready(pn.Row(
             w.Select.from_param(r.param.runs_by, width=170),
             w.Select.from_param(r.param.runs_a, width=200),
             w.Select.from_param(r.param.runs_b, width=200),
-            w.Select.from_param(r.param.runs_metric, width=170))
+            w.Select.from_param(r.param.runs_metric, width=170)))
         message = _md(r.param.runs_message, sizing_mode="stretch_width")
         plot = pn.pane.HoloViews(
-            pn.bind(_plots.run_ratio_plot, r.param.runs_table, r.param.runs_metric),
+            pn.bind(self._ratio_plot, r.param.runs_table, r.param.runs_metric,
+                    self.model.view.param.presenter),
             sizing_mode="stretch_width", height=_plots.PLOT_HEIGHT + 20)
         table = w.Tabulator(
             pn.bind(lambda t: t if t is not None else pd.DataFrame(), r.param.runs_table),

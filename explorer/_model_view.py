@@ -31,7 +31,7 @@ _QUERY_DOC = "What the {} shows, as of its last redraw (the plot reads only this
 PRESENTER_PLOT_OPTS = {
     "Overlay": dict(fontsize={"title": "15pt", "labels": "16pt", "xticks": "15pt",
                               "yticks": "15pt", "legend": "13pt"}, toolbar=None),
-    "Labels": dict(text_font_size="14pt"),
+    "Labels": dict(text_font_size="12pt"),
 }
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "")

@@ -222,7 +222,8 @@ def test_two_pages_at_once_both_get_their_results(browser, served_app):
 
 _FONT_SIZES_JS = """() => {
     // Computed font sizes (px) of what a room reads: a widget label, the status line, a tab
-    // title, a table cell, a menu, a button, a chosen tag. Found through the shadow roots Panel and Bokeh render into.
+    // title, a table cell, a menu, a button, a chosen tag. Found through the shadow roots
+    // Panel and Bokeh render into.
     const all = [];
     const walk = (root) => {
         for (const el of root.querySelectorAll('*')) {

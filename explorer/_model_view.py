@@ -49,6 +49,18 @@ def query_flag(raw: str | bytes | None) -> bool | None:
     return True if word in _TRUE else False if word in _FALSE else None
 
 
+def _for_projector(plot: Any) -> Any:
+    """A copy of ``plot`` with :data:`PRESENTER_PLOT_OPTS`; a legend drawn inside the frame
+    moves beside it (at these sizes it would cover points)."""
+    import holoviews as hv  # noqa: PLC0415 - loaded by then: ``plot`` is a HoloViews object
+
+    options = {name: dict(opts) for name, opts in PRESENTER_PLOT_OPTS.items()}
+    inside = hv.Store.lookup_options("bokeh", plot, "plot").kwargs.get("legend_position")
+    if inside == "top_left":
+        options["Overlay"]["legend_position"] = "right"
+    return plot.opts(options, backend="bokeh", clone=True)
+
+
 class PlotView(param.Parameterized):
     """The view choices and the four plots of a page (compile time, size, rollouts, runtime)."""
 
@@ -163,8 +175,7 @@ class PlotView(param.Parameterized):
         try:
             plot = PLOT_CACHE.get(key, draw)
             if presenter:
-                plot = PLOT_CACHE.get((*key, "presenter"), lambda: plot.opts(
-                    PRESENTER_PLOT_OPTS, backend="bokeh", clone=True))
+                plot = PLOT_CACHE.get((*key, "presenter"), lambda: _for_projector(plot))
             return plot
         except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
             self.session.show(f"Could not draw {title.lower()}: {type(err).__name__}: {err}")

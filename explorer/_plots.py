@@ -107,8 +107,21 @@ def log_ticks(lo: float, hi: float, max_ticks: int = 8) -> list[tuple[float, str
         step = -(-len(ticks) // max_ticks)
         ticks = ticks[::step]
     if len(ticks) < 2:  # a range narrower than any 1-1.5-2-3-5-7 step: label its ends
-        ticks = sorted({float(f"{lo:.2g}"), float(f"{hi:.2g}"), *ticks})
+        ticks = _inner_ends(lo, hi)
     return [(v, _tick_label(v)) for v in ticks]
+
+
+def _inner_ends(lo: float, hi: float) -> list[float]:
+    """Two round figures inside ``[lo, hi]``, as close to its ends as the range's own width
+    allows (``0.141``, ``0.148`` for 0.1412..0.1486); one value alone is its own tick."""
+    if hi - lo <= 1e-9 * hi:
+        return [lo]
+    step = 10.0 ** np.floor(np.log10(hi - lo))
+    while True:
+        a, b = np.ceil(lo / step) * step, np.floor(hi / step) * step
+        if a < b:
+            return [float(f"{a:.12g}"), float(f"{b:.12g}")]
+        step /= 10
 
 
 def _tick_label(value: float) -> str:

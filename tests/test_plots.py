@@ -207,7 +207,9 @@ def test_export_html_is_one_standalone_file():
 
 
 @pytest.mark.parametrize("lo, hi", [(10, 20), (0.05, 0.9), (0.211, 0.399), (2.9e3, 3.5e5),
-                                    (1e-4, 10), (1, 1e9), (3, 3000)])
+                                    (1e-4, 10), (1, 1e9), (3, 3000),
+                                    # one N, compile times a few per cent apart
+                                    (0.141, 0.148), (0.1412, 0.1486), (123456, 123999)])
 def test_log_ticks_label_every_range_readably(lo, hi):
     ticks = _plots.log_ticks(lo, hi)
     assert 2 <= len(ticks) <= 8
@@ -216,6 +218,10 @@ def test_log_ticks_label_every_range_readably(lo, hi):
     labels = [label for _, label in ticks]
     assert len(set(labels)) == len(labels)
     assert not any("e+" in label or len(label) > 6 for label in labels), labels
+
+
+def test_log_ticks_of_one_value_label_that_value():
+    assert _plots.log_ticks(0.145, 0.145) == [(0.145, "0.145")]
 
 
 def test_metric_plots_carry_labelled_ticks_under_a_decade():

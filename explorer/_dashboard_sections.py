@@ -279,6 +279,7 @@ class ResultsSection(_Section):
         self.table = w.Tabulator(
             pn.bind(lambda frame: r.table(), r.param.frame),
             pagination="local", page_size=12, selectable=1, show_index=False,
+            hidden_columns=["key"],
             disabled=True, sizing_mode="stretch_width", height=440,
             header_filters={"representation": {"type": "input", "func": "like"},
                             "status": {"type": "input", "func": "like"},
@@ -323,14 +324,14 @@ class ResultsSection(_Section):
         frame = self.table.value  # selection indexes the table's value, whatever its sorting
         index = rows[0]
         if 0 <= index < len(frame):
-            programs.selected = int(frame.iloc[index]["id"])
+            programs.selected = int(frame.iloc[index]["key"])
 
     def _keep_selection(self, event: param.parameterized.Event) -> None:
         """Keep the highlight on the selected row's id whatever rows came before it."""
         selected, frame = self.model.programs.selected, event.new
-        if selected is None or frame is None or "id" not in frame:
+        if selected is None or frame is None or "key" not in frame:
             return
-        positions = [i for i, row_id in enumerate(frame["id"]) if row_id == selected]
+        positions = [i for i, row_id in enumerate(frame["key"]) if row_id == selected]
         self.table.selection = positions[:1]
 
     def _html_file(self) -> io.BytesIO:

@@ -226,8 +226,9 @@ class JobQueue(param.Parameterized):
             self.session.status = f"{kind} not started: {message}"
             return False
         self.session.clear_alert()
-        self.param.update(running=True, busy=True)
+        # The status first: the page turning busy must not show the last run's "finished".
         self.session.status = f"{kind}: {len(specs)} case(s) queued…"
+        self.param.update(running=True, busy=True)
         self.start(self._work, specs, kind)
         return True
 

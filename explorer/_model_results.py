@@ -154,13 +154,20 @@ class Results(param.Parameterized):
 
     # -- views of the rows -------------------------------------------------------------
     def table(self) -> pd.DataFrame:
-        """The results as the table shows them: newest first, the useful columns."""
+        """The results as the table shows them: newest first, the useful columns.
+
+        ``id`` is the store's id, blank for the example's rows (their ``source`` says so);
+        ``key`` (hidden in the page) tells every row apart, the example's included.
+        """
         frame = self.frame
         if frame is None or frame.empty:
-            return pd.DataFrame(columns=list(TABLE_COLUMNS))
+            return pd.DataFrame(columns=[*TABLE_COLUMNS, "key"])
         cols = [c for c in TABLE_COLUMNS if c in frame]
-        return frame.sort_values("finished_at", ascending=False, na_position="last")[cols] \
+        out = frame.sort_values("finished_at", ascending=False, na_position="last")[cols] \
             .reset_index(drop=True)
+        out["key"] = out["id"]
+        out["id"] = [int(i) if i > 0 else "" for i in out["id"]]
+        return out
 
     def csv_bytes(self) -> bytes:
         frame = self.frame if self.frame is not None else to_frame([])

@@ -31,14 +31,15 @@ LOAD_TEST_MS = 300_000  # five sweeps share one queue on two shared cores
 TYPEABLE = ("input[type=text], input[type=number], input[type=search], input:not([type]), "
             "textarea")
 
-# Every Bokeh data source that holds the results table (its columns include id and status).
+# The row keys of every Bokeh data source that holds the results table (its columns include id
+# and status; ``key`` is the store's id, or the example's own negative one).
 TABLE_IDS_JS = """() => {
     const out = [];
     for (const doc of Bokeh.documents) {
         for (const m of doc.all_models) {
             if (!m.data) continue;
             const d = m.data instanceof Map ? Object.fromEntries(m.data) : m.data;
-            if (d.id && d.status && d.representation) out.push(Array.from(d.id));
+            if (d.key && d.status && d.representation) out.push(Array.from(d.key));
         }
     }
     return out;

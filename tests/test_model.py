@@ -56,6 +56,11 @@ def test_first_view_is_the_shipped_example_labelled_with_its_machine(model):
     assert not frame.empty and set(frame["source"]) == {"example"}
     assert model.results.show_example
     assert (frame["id"] < 0).all()  # never clashes with stored ids
+    # The table shows no negative id: the example's rows have a blank one (their source says
+    # "example"); its hidden key still tells every row apart.
+    table = model.results.table()
+    assert set(table.loc[table["source"] == "example", "id"]) == {""}
+    assert table["key"].is_unique and (table["key"] < 0).all()
     first = frame.iloc[0]
     assert first["host"] in model.results.example_label
     assert first["jax_version"] in model.results.example_label

@@ -10,10 +10,16 @@
     one-worker time. Each cluster's measuring processes are started before the clock runs, and
     every sweep writes a fresh store (nothing resumed).
 
+    ``--pin`` simulates hosts of one core each on one machine: every Dask worker process (with
+    the measuring process it starts) is held to a core of its own (``os.sched_setaffinity``),
+    the one-worker cluster's too. Unpinned, two workers on a 2-core machine share both cores
+    with each other and with the client, and one XLA compile alone already keeps about 1.5
+    cores busy on the CPU backend, so that run measures contention, not two hosts.
+
 Writes ``benchmarks/bench_cluster.json`` and prints a small table.
 
     python benchmarks/bench_cluster.py [--jobs 7] [--rounds 2] [--n-states 30,100,200]
-                                       [--out FILE.json] [--note TEXT]
+                                       [--out FILE.json] [--note TEXT] [--pin]
 """
 
 from __future__ import annotations
@@ -49,6 +55,19 @@ SWEEP = dict(problem="decay", representations=["dict", "array", "struct", "unfla
              n_states=[30, 100, 200], horizons=[100], targets=["loss", "grad"])
 
 
+class _OwnCore(distributed.WorkerPlugin):
+    """Holds a LocalCluster worker (named 0, 1, ...) and every thread it has to one core."""
+
+    def setup(self, worker) -> None:
+        cores = sorted(os.sched_getaffinity(0))
+        core = cores[int(worker.name) % len(cores)]
+        for tid in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(tid), {core})
+
+
+PIN = [False]
+
+
 def _cluster(n_workers: int) -> distributed.LocalCluster:
     return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                     host="127.0.0.1", dashboard_address=None,
@@ -56,7 +75,10 @@ def _cluster(n_workers: int) -> distributed.LocalCluster:
 
 
 def _warm(client: distributed.Client) -> None:
-    """Start every Dask worker's measuring process (JAX imported) before any clock runs."""
+    """Start every Dask worker's measuring process (JAX imported) before any clock runs
+    (pinned first, with ``--pin``: the process it starts inherits its core)."""
+    if PIN[0]:
+        client.register_plugin(_OwnCore(), name="own-core")
     addrs = list(client.scheduler_info()["workers"])
     futures = [client.submit(run_in_worker, jax_version, (), None, workers=[a], pure=False)
                for a in addrs]
@@ -118,7 +140,10 @@ def main() -> None:
     ap.add_argument("--n-states", default="30,100,200",
                     help="the sweep's state counts (x 4 representations x 2 targets)")
     ap.add_argument("--note", default="")
+    ap.add_argument("--pin", action="store_true",
+                    help="one core per Dask worker: hosts of one core each, simulated")
     a = ap.parse_args()
+    PIN[0] = a.pin
     SWEEP["n_states"] = [int(x) for x in a.n_states.split(",")]
     started = time.time()
     load_start = os.getloadavg()
@@ -141,7 +166,7 @@ def main() -> None:
     out = {
         "machine": {**host_info(), "load_avg_start": list(load_start),
                     "load_avg_end": list(os.getloadavg()), "distributed": distributed.__version__,
-                    "dask": dask.__version__, "note": a.note,
+                    "dask": dask.__version__, "note": a.note, "pinned": a.pin,
                     "command": " ".join(["python", *sys.argv]), "wall_s": time.time() - started},
         "overhead": over, "overhead_goal_s": OVERHEAD_GOAL_S,
         "overhead_met": over["overhead_s"] <= OVERHEAD_GOAL_S,

@@ -18,12 +18,15 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._cluster import DaskExecutor
 from ._spec import Spec
-from ._worker import WorkerError, WorkerExecutor
+from ._worker import WorkerError
 
-# Executors that take a per-job timeout and label (``submit_with``) and kill a running job.
-_KILLING = (WorkerExecutor, DaskExecutor)
+
+def _killing(executor: Any) -> bool:
+    """Whether ``executor`` takes a per-job timeout and label (``submit_with``) and kills a
+    running job on ``cancel(future)``: :class:`WorkerExecutor` and a Dask cluster's
+    ``DaskExecutor`` do (checked by that method, so this module never imports Dask's)."""
+    return callable(getattr(executor, "submit_with", None))
 
 POLL_S = 0.05
 
@@ -39,7 +42,7 @@ def submit(executor: cf.Executor, fn: Callable, *args: Any, timeout: float | Non
     script.
     """
     fn, args = carry(fn, args)
-    if isinstance(executor, _KILLING):
+    if _killing(executor):
         return executor.submit_with(fn, args, timeout=timeout, label=label)
     return executor.submit(fn, *args)
 
@@ -75,7 +78,7 @@ def _pickled(problems: tuple) -> bytes:
 
 def cancel(executor: cf.Executor, future: cf.Future) -> bool:
     """Withdraw a queued job, or kill it if it is running (where the executor can)."""
-    if isinstance(executor, _KILLING):
+    if _killing(executor):
         return executor.cancel(future)
     return future.cancel()
 

@@ -729,7 +729,118 @@ def pack(step: Callable, *example_args) -> Packed:
     inputs = []
     for k, (n_k, s, d) in enumerate(specs):
         leaf = graph.sig(("leaf", s, np.dtype(d).str))
-        inputs += [_Node("in", graph.sig(("in", k, s, str(d))), shape_sig=leaf, arg=k, pos=i)
-                   for i in range(n_k)]
+        zero = np.zeros(s, d)   # what a completed formula reads in a lane without this term
+        inputs += [_Node("in", graph.sig(("in", k, s, str(d))), shape_sig=leaf, arg=k, pos=i,
+                         value=zero) for i in range(n_k)]
     outs = graph.inline(closed.jaxpr, closed.consts, inputs)
+    outs = _complete_outputs(graph, outs)
     return Packed(step, graph, outs, treedefs, specs, out_treedef, graph.n_eqns, paths)
+
+
+# -- formulas that lack one term of the others -----------------------------------------------
+
+def _complete_outputs(graph: _Graph, outs: list[_Node]) -> list[_Node]:
+    """Outputs whose formula is another, larger group's with one added term missing (a chain's
+    last mass has no right-hand spring) are rewritten as that formula with the term read on
+    constants that make it exactly zero: ``p + z`` with ``z`` a constant 0, so they join the
+    larger group's pack (as the array program pads with zeros) and the numbers are unchanged.
+    """
+    by_shape: dict[int, list[int]] = {}
+    for i, node in enumerate(outs):
+        by_shape.setdefault(node.shape_sig, []).append(i)
+    if len(by_shape) < 2:
+        return outs
+    ranked = sorted(by_shape.values(), key=len, reverse=True)
+    memo: dict[tuple[int, int], _Node | None] = {}
+    outs = list(outs)
+    for small in ranked[1:]:
+        for big in ranked:
+            if len(big) <= len(small) or outs[big[0]].shape_sig == outs[small[0]].shape_sig:
+                continue
+            done = [_complete(graph, outs[i], outs[big[0]], memo) for i in small]
+            if all(d is not None for d in done):
+                for i, d in zip(small, done):
+                    outs[i] = d
+                break
+    return outs
+
+
+def _complete(graph: _Graph, b: _Node, a: _Node, memo: dict) -> _Node | None:
+    """``b`` rewritten to ``a``'s shape signature, or ``None``: equal where they match, an
+    equation with completed operands where both are the same equation, and ``b + 0`` (``0 + b``,
+    ``b - 0``) where ``a`` adds a term to what matches ``b``."""
+    if b.shape_sig == a.shape_sig:
+        return b
+    key = (id(b), id(a))
+    if key in memo:
+        return memo[key]
+    memo[key] = None  # a cycle cannot occur in a DAG, but a failed try is remembered
+    found = None
+    if (b.kind == a.kind == "op" and b.eqn.primitive is a.eqn.primitive
+            and len(b.operands) == len(a.operands)
+            and _params_key(b.eqn.params) == _params_key(a.eqn.params)):
+        operands = [_complete(graph, bo, ao, memo) for bo, ao in zip(b.operands, a.operands)]
+        if all(o is not None for o in operands):
+            found = _op_node(graph, b.eqn, tuple(operands))
+    if found is None and a.kind == "op" and a.eqn.primitive.name in ("add", "sub"):
+        sides = (0, 1) if a.eqn.primitive.name == "add" else (0,)
+        for side in sides:
+            inner = _complete(graph, b, a.operands[side], memo)
+            zero = _zero_term(graph, a.operands[1 - side]) if inner is not None else None
+            if zero is not None:
+                operands = (inner, zero) if side == 0 else (zero, inner)
+                found = _op_node(graph, a.eqn, operands)
+                break
+    if found is not None and found.shape_sig != a.shape_sig:
+        found = None
+    memo[key] = found
+    return found
+
+
+def _op_node(graph: _Graph, eqn, operands: tuple[_Node, ...]) -> _Node:
+    """A node computing ``eqn`` on ``operands``, signed as :meth:`_Graph.inline` signs one."""
+    aval = eqn.outvars[0].aval
+    key = (eqn.primitive.name, _params_key(eqn.params), aval.shape, aval.dtype,
+           tuple(o.sig for o in operands))
+    shape_key = (*key[:4], tuple(o.shape_sig for o in operands))
+    return _Node("op", graph.sig(key), shape_sig=graph.sig(("shape", shape_key)), eqn=eqn,
+                 operands=operands)
+
+
+def _zero_term(graph: _Graph, x: _Node) -> _Node | None:
+    """``x``'s formula with every leaf read replaced by a constant 0 of its shape (its own
+    constants kept), if that is exactly zero (evaluated now: it reads constants only); else
+    ``None``."""
+    made: dict[int, _Node | None] = {}
+
+    def zeroed(node: _Node) -> _Node | None:
+        if id(node) not in made:
+            if node.kind == "in":
+                made[id(node)] = graph.const(node.value)   # a zero of the leaf's shape
+            elif node.kind == "const":
+                made[id(node)] = node
+            elif node.kind == "op":
+                ops = [zeroed(o) for o in node.operands]
+                made[id(node)] = (None if any(o is None for o in ops)
+                                  else _op_node(graph, node.eqn, tuple(ops)))
+            else:                                           # an opaque equation's output
+                made[id(node)] = None
+        return made[id(node)]
+
+    values: dict[int, Any] = {}
+
+    def value(node: _Node):
+        if id(node) not in values:
+            values[id(node)] = (node.value if node.kind == "const" else node.eqn.primitive.bind(
+                *(value(o) for o in node.operands), **node.eqn.params))
+        return values[id(node)]
+
+    z = zeroed(x)
+    if z is None:
+        return None
+    try:
+        with jax.ensure_compile_time_eval():
+            is_zero = bool(np.all(np.asarray(value(z)) == 0))
+    except Exception:  # noqa: BLE001 - a formula that cannot run on constants is not merged
+        return None
+    return z if is_zero else None

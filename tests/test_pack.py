@@ -284,3 +284,71 @@ def test_user_problem_with_relaid_lanes_matches_its_dict_program():
     assert value == pytest.approx(ref_value, rel=1e-5)
     np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-6 * np.abs(ref_grad).max())
     np.testing.assert_allclose(case.rollout(), ref.rollout(), rtol=1e-5, atol=1e-6)
+
+
+# -- a formula that lacks one term of the others ------------------------------------------------
+
+def _missing_term(n, term, *, side="right", op="add"):
+    """Every lane but the last adds ``term(s[i+1], p[i+1])`` to its own update; the last lane
+    has no such term (a chain's last mass has no right-hand spring)."""
+    def step(s, p):
+        out = []
+        for i in range(n):
+            own = s[i] * p[i]
+            if i + 1 < n:
+                extra = term(s[i + 1], p[i + 1])
+                own = ((own + extra if side == "right" else extra + own) if op == "add"
+                       else own - extra)
+            out.append(s[i] - 0.1 * own)
+        return out
+    rng = np.random.default_rng(1)
+    return step, list(rng.normal(size=n).astype(np.float32)), list(
+        rng.uniform(0.5, 2.0, n).astype(np.float32))
+
+
+def _grads_match(packed, step, s, p):
+    x, theta = packed.pack_args(s, p)
+    g_packed = jax.grad(lambda t: jnp.sum(jnp.sin(packed(x, t))))(theta)
+    g_step = jax.grad(lambda q: sum(jnp.sin(v) for v in jax.tree_util.tree_leaves(step(s, q))))(p)
+    want = packed.pack_args(s, jax.tree_util.tree_map(np.asarray, g_step))[1]
+    np.testing.assert_allclose(np.asarray(g_packed), want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("side, op", [("right", "add"), ("left", "add"), ("right", "sub")])
+def test_a_lane_without_a_zero_at_zero_term_joins_the_others_pack(side, op):
+    # k * (x_right - 0.5 * x_right) is 0 when its reads are 0: the last lane reads it as a
+    # constant 0 and joins the pack, numbers and gradient unchanged.
+    step, s, p = _missing_term(8, lambda x, k: k * (x - 0.5 * x), side=side, op=op)
+    packed = _check(step, s, p)
+    assert packed.report.packs == 1, packed.report
+    _grads_match(packed, step, s, p)
+
+
+def test_a_missing_term_that_is_not_zero_at_zero_stays_a_pack_of_its_own():
+    # exp(x) + 1 is 2 at 0: reading it on zeros would change the last lane: not merged.
+    step, s, p = _missing_term(8, lambda x, k: jnp.exp(x) + k)
+    packed = _check(step, s, p)
+    assert packed.report.packs == 2, packed.report
+    _grads_match(packed, step, s, p)
+
+
+def test_a_completed_lane_keeps_its_own_infinities_and_nans():
+    step, s, p = _missing_term(6, lambda x, k: k * x)
+    s[-1], s[2] = np.float32(np.inf), np.float32(np.nan)   # the last lane, and a neighbour
+    p_ = pack(step, s, p)
+    assert p_.report.packs == 1
+    got = np.asarray(p_(*p_.pack_args(s, p)))
+    want = np.asarray(step(s, p), dtype=np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+
+
+def test_oscillators_last_mass_joins_the_chain():
+    """Its last mass has no right-hand spring: with that term read as 0 it joins the pack, so
+    positions and velocities are one pack each (the array program's zero-padded stiffness)."""
+    for n in (12, 1000):
+        step, s, p = _oscillator(n)
+        packed = _check(step, s, p, rtol=1e-5)
+        assert packed.report.packs == 2, packed.report
+        if n == 12:
+            _grads_match(packed, step, s, p)

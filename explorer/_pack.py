@@ -10,7 +10,11 @@ gather of the stacked input, per-name constants one constant vector), and the gr
 in order (a concatenation, a stack and reshape when they interleave by stride, else one static
 permutation). Groups whose formulas differ only in which leaves they read (a chain's end reads
 the constant ``0.0`` where the middle reads a neighbour) are merged when that operand is a few
-slices and constants. A value pack cannot vectorise (several outputs, a sub-program such as
+slices and constants; a group whose formula lacks one added term of a larger group's reads that
+term on constants that make it exactly 0 (checked when packing: a chain's last mass has no
+right-hand spring) and joins it. A computation the step traced twice is one value (a spring's
+force, once per mass it joins), and a pack whose lanes were already computed as lanes of another
+vector reads them as a slice of it. A value pack cannot vectorise (several outputs, a sub-program such as
 ``custom_jvp_call`` or ``scan``, no batching rule) is evaluated leaf by leaf and named in
 :attr:`Packed.report`: the numbers are always those of the unwrapped step.
 
@@ -127,6 +131,10 @@ class _Graph:
         self._sigs: dict[Any, int] = {}
         self.n_eqns = 0
         self.scalar: dict[str, int] = {}
+        # Value numbering: one node per distinct computation (an equation of the same
+        # primitive and parameters on the same operand nodes), as the step traced it twice
+        # (a spring's force in both masses it joins); packs can then reuse each other's lanes.
+        self._values: dict[Any, _Node] = {}
 
     def sig(self, key) -> int:
         return self._sigs.setdefault(key, len(self._sigs))
@@ -159,8 +167,13 @@ class _Graph:
                 key = (eqn.primitive.name, _params_key(eqn.params), aval.shape, aval.dtype,
                        tuple(o.sig for o in operands))
                 shape_key = (*key[:4], tuple(o.shape_sig for o in operands))
-                outs = [_Node("op", self.sig(key), shape_sig=self.sig(("shape", shape_key)),
-                              eqn=eqn, operands=operands)]
+                value_key = (eqn.primitive, key[1], tuple(id(o) for o in operands))
+                node = self._values.get(value_key)
+                if node is None:
+                    node = self._values[value_key] = _Node(
+                        "op", self.sig(key), shape_sig=self.sig(("shape", shape_key)), eqn=eqn,
+                        operands=operands)
+                outs = [node]
             else:
                 self.n_eqns += 1
                 self.scalar[eqn.primitive.name] = self.scalar.get(eqn.primitive.name, 0) + 1
@@ -586,6 +599,8 @@ class _Emitter:
         self.where = where          # per argument: None or leaf index -> lane
         self.memo: dict[tuple[int, ...], tuple[Any, bool]] = {}
         self.opaque: dict[int, list] = {}
+        # node id -> (vector, lane) of the first vector op that computed it as one of its lanes
+        self.lane_of: dict[int, tuple[Any, int]] = {}
 
     def __call__(self, lanes: tuple[_Node, ...]):
         key = tuple(id(n) for n in lanes)
@@ -623,15 +638,55 @@ class _Emitter:
                 return jnp.asarray(first.value), False
             return jnp.asarray(np.stack([n.value for n in lanes])), True
         if first.kind == "op":
+            reused = self._reuse(lanes)
+            if reused is not None:
+                return reused, True
             ops = [self(tuple(n.operands[j] for n in lanes)) for j in range(len(first.operands))]
             values = [v for v, _ in ops]
             axes = [0 if b else None for _, b in ops]
             if not any(b for _, b in ops):
                 return first.eqn.primitive.bind(*values, **first.eqn.params), False
             bind = functools.partial(_bind, first.eqn)
-            return jax.vmap(bind, in_axes=axes)(*values), True
+            vector = jax.vmap(bind, in_axes=axes)(*values)
+            for j, node in enumerate(lanes):
+                self.lane_of.setdefault(id(node), (vector, j))
+            return vector, True
         # Leaf by leaf: opaque outputs never share a signature, so only one lane is here.
         raise AssertionError("unreachable: an opaque value in a pack of several lanes")
+
+    def _reuse(self, lanes):
+        """``lanes`` cut out of vectors already emitted, where they were lanes of another pack
+        (lane i's right-hand spring is lane i+1's left-hand one): a slice of that vector per
+        run of consecutive lanes, what is left computed as a pack of its own, concatenated.
+        ``None`` when nothing is reused or it would take more than ``_MAX_RUNS`` pieces."""
+        found = [self.lane_of.get(id(n)) for n in lanes]
+        if all(f is None for f in found):
+            return None
+        runs, i = [], 0
+        while i < len(lanes):
+            j = i + 1
+            if found[i] is None:
+                while j < len(lanes) and found[j] is None:
+                    j += 1
+            else:
+                vector, start = found[i]
+                while (j < len(lanes) and found[j] is not None and found[j][0] is vector
+                       and found[j][1] == start + (j - i)):
+                    j += 1
+            runs.append((i, j))
+            i = j
+        if len(runs) > _MAX_RUNS:
+            return None
+        parts = []
+        for i, j in runs:
+            if found[i] is not None:
+                vector, start = found[i]
+                parts.append(lax.slice_in_dim(vector, start, start + (j - i), axis=0))
+            else:
+                value, batched = self(tuple(lanes[i:j]))
+                parts.append(value if batched else
+                             jnp.broadcast_to(value, (j - i, *jnp.shape(value))))
+        return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
 
     def _lanes(self, arg, leaves):
         where = self.where[arg]

@@ -352,3 +352,54 @@ def test_oscillators_last_mass_joins_the_chain():
         assert packed.report.packs == 2, packed.report
         if n == 12:
             _grads_match(packed, step, s, p)
+
+
+# -- one computation traced twice -------------------------------------------------------------
+
+def _flux_chain(n):
+    """A conservative chain: each lane gains the flux from its right and loses the flux to its
+    left, f(i) = k[i] * (s[i] - s[i-1]); every flux is traced twice (once per lane it joins),
+    and the two end lanes lack one of the two terms."""
+    def step(s, p):
+        flux = {i: p[i] * (s[i] - s[i - 1]) for i in range(1, n)}
+        out = []
+        for i in range(n):
+            value = s[i]
+            if i + 1 < n:
+                value = value + p[i + 1] * (s[i + 1] - s[i])   # = flux[i + 1], traced again
+            if i > 0:
+                value = value - flux[i]
+            out.append(value)
+        return out
+    rng = np.random.default_rng(2)
+    return step, list(rng.normal(size=n).astype(np.float32)), list(
+        rng.uniform(0.1, 0.4, n).astype(np.float32))
+
+
+def test_a_term_traced_twice_is_computed_once_and_read_shifted():
+    for n in (9, 400):
+        step, s, p = _flux_chain(n)
+        packed = _check(step, s, p, rtol=1e-5)
+        _grads_match(packed, step, s, p)
+        assert packed.report.packs == 1, packed.report
+        jaxpr = jax.make_jaxpr(packed.step_in_layout)(*packed.pack_args(s, p))
+        vector_muls = [e for e in jaxpr.eqns if e.primitive.name == "mul"
+                       and e.outvars[0].aval.ndim and e.outvars[0].aval.shape[0] >= n - 1]
+        assert len(vector_muls) == 1, jaxpr   # the fluxes, once; the other lanes slice them
+
+
+def test_lanes_reused_out_of_order_are_computed_again():
+    # b_i reads t at a scrambled lane: more pieces than a slice or three; computed afresh.
+    n, perm = 8, [3, 0, 6, 1, 7, 2, 5, 4]
+
+    def step(s, p):
+        t = [s[f"a{i}"] * p[f"a{i}"] for i in range(n)]
+        return {**{f"a{i}": t[i] for i in range(n)},
+                **{f"b{i}": s[f"b{i}"] + s[f"a{perm[i]}"] * p[f"a{perm[i]}"] for i in range(n)}}
+
+    rng = np.random.default_rng(3)
+    keys = [f"a{i}" for i in range(n)] + [f"b{i}" for i in range(n)]
+    s = {k: np.float32(v) for k, v in zip(keys, rng.normal(size=2 * n))}
+    p = {k: np.float32(v) for k, v in zip(keys, rng.uniform(0.5, 2, 2 * n))}
+    packed = _check(step, s, p)
+    _grads_match(packed, step, s, p)

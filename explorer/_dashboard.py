@@ -8,9 +8,12 @@ from background threads to the session's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import logging
 import os
 import urllib.parse
+import weakref
 from typing import Any
 
 import panel as pn
@@ -202,6 +205,7 @@ class Dashboard(pn.viewable.Viewer):
         # ``pn.state.served`` only answers for the served script's own frame; from a library
         # the same question is whether this page belongs to a server session.
         if _served():
+            _quiet_closed_pages()
             # Bootstrap rather than Fast: the Fast design pulls a web font from Google, which
             # fails (a console error) wherever the page is used offline.
             template = pn.template.BootstrapTemplate(
@@ -213,6 +217,39 @@ class Dashboard(pn.viewable.Viewer):
             return template
         return pn.Row(pn.Column(_md(f"## {TITLE}"), self.controls, width=300),
                       self._main, sizing_mode="stretch_width")
+
+
+_log = logging.getLogger(__name__)
+_QUIET_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def _quiet_closed_pages(loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """A browser tab closed while the server was still sending it updates is the user closing
+    a page, not a fault; tornado reports it as a never-retrieved ``WebSocketClosedError`` with
+    two tracebacks in the server's log. On the server's event loop (``loop``, default: the
+    current tornado loop) those become one quiet line; every other error is reported as before.
+    """
+    from tornado.iostream import StreamClosedError  # noqa: PLC0415 - the server's own
+    from tornado.websocket import WebSocketClosedError  # noqa: PLC0415
+
+    if loop is None:
+        from tornado.ioloop import IOLoop  # noqa: PLC0415
+
+        loop = IOLoop.current().asyncio_loop
+    if loop in _QUIET_LOOPS:
+        return
+    previous = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), (WebSocketClosedError, StreamClosedError)):
+            _log.info("a page closed while updates were being sent to it")
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    _QUIET_LOOPS.add(loop)
 
 
 def dashboard(problems: Any = (), *, scheduler: Any = None, per_host: int = 1,

@@ -53,3 +53,33 @@ def test_side_by_side_and_verdict_lead_with_what_differs():
     text = ProgramsSection._verdict_text(comparison)
     assert text.index("Operations that differ") < text.index("`dict: 6 × mul`")
     assert "Operations" not in ProgramsSection._verdict_text({**comparison, "op_summary": ""})
+
+
+def test_a_page_closed_mid_update_is_one_quiet_line_and_other_errors_still_reach_the_log(caplog):
+    """tornado reports a tab closed while the server sends it updates as a never-retrieved
+    WebSocketClosedError, two tracebacks in the server log (seen under load in the five-sessions
+    test); the server's loop turns that into one quiet line and passes every other error on."""
+    import asyncio  # noqa: PLC0415
+    import logging  # noqa: PLC0415
+
+    from tornado.websocket import WebSocketClosedError  # noqa: PLC0415
+
+    from explorer._dashboard import _quiet_closed_pages  # noqa: PLC0415
+
+    loop = asyncio.new_event_loop()
+    passed_on = []
+    loop.set_exception_handler(lambda loop, context: passed_on.append(context))
+    try:
+        _quiet_closed_pages(loop)
+        _quiet_closed_pages(loop)  # once per loop: the previous handler is not wrapped twice
+        with caplog.at_level(logging.INFO):
+            loop.call_exception_handler({"message": "Task exception was never retrieved",
+                                         "exception": WebSocketClosedError()})
+        assert passed_on == []
+        assert [r.levelno for r in caplog.records] == [logging.INFO]
+        assert "\n" not in caplog.records[0].getMessage()
+        other = {"message": "boom", "exception": ZeroDivisionError()}
+        loop.call_exception_handler(other)
+        assert passed_on == [other]
+    finally:
+        loop.close()

@@ -311,28 +311,24 @@ def render_markdown(results: dict[str, Any]) -> str:
                   f"calls them in turn in one loop ({reps['runs_per_measurement']} calls each, per "
                   "round: median [spread] over rounds), so both see the same machine state; the run "
                   "goal is read from it.", ""]
-        lines += ["Program sizes (deterministic, so quoted on any backend): StableHLO bytes and "
-                  "jaxpr equations (recursive).", "",
-                  "| N | target | array bytes | named bytes | dict bytes | array eqns | named eqns | dict eqns |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for cell in reps["cells"]:
-            med = cell["medians"]
-            lines.append(
-                f"| {cell['n_states']} | {cell['target']} | {fmt(med['array']['hlo_pre_bytes'])} | "
-                f"{fmt(med['named']['hlo_pre_bytes'])} | {fmt(med['dict']['hlo_pre_bytes'])} | "
-                f"{fmt(med['array']['jaxpr_eqns'])} | {fmt(med['named']['jaxpr_eqns'])} | "
-                f"{fmt(med['dict']['jaxpr_eqns'])} |")
-        if gpu:
-            lines += ["", f"Absolute times on {meta['device_kind']} (medians, s):", "",
-                      "| N | target | array compile | named compile | dict compile | array run | named run | dict run |",
-                      "|---|---|---|---|---|---|---|---|"]
+        def by_rep(metrics: dict[str, str]) -> list[str]:
+            """A table of N, target, then each metric for array, named and dict."""
+            head = [f"{rep} {label}" for label in metrics for rep in ("array", "named", "dict")]
+            rows = ["| N | target | " + " | ".join(head) + " |",
+                    "|---|---|" + "---|" * len(head)]
             for cell in reps["cells"]:
                 med = cell["medians"]
-                lines.append(
-                    f"| {cell['n_states']} | {cell['target']} | {fmt(med['array']['compile_s'])} | "
-                    f"{fmt(med['named']['compile_s'])} | {fmt(med['dict']['compile_s'])} | "
-                    f"{fmt(med['array']['run_s'])} | {fmt(med['named']['run_s'])} | "
-                    f"{fmt(med['dict']['run_s'])} |")
+                rows.append(f"| {cell['n_states']} | {cell['target']} | " + " | ".join(
+                    fmt(med[rep][key]) for key in metrics.values()
+                    for rep in ("array", "named", "dict")) + " |")
+            return rows
+
+        lines += ["Program sizes (deterministic, so quoted on any backend): StableHLO bytes and "
+                  "jaxpr equations (recursive).", "",
+                  *by_rep({"bytes": "hlo_pre_bytes", "eqns": "jaxpr_eqns"})]
+        if gpu:
+            lines += ["", f"Absolute times on {meta['device_kind']} (medians, s):", "",
+                      *by_rep({"compile": "compile_s", "run": "run_s"})]
         if cfg["quick"]:
             lines += ["", f"`--quick`: N was capped at {cfg['quick_max_n']} (the full run measures "
                       f"N in {cfg['full_sizes']}).", ""]

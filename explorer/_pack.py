@@ -144,6 +144,22 @@ class _Graph:
         return _Node("const", self.sig(("const", value.shape, value.dtype.str)), value=value,
                      shape_sig=self.sig(("leaf", value.shape, value.dtype.str)))
 
+    def op(self, eqn, operands: tuple[_Node, ...]) -> _Node:
+        """The node of ``eqn`` on ``operands``: signed, and the same node for the same
+        computation (value numbering)."""
+        params = _params_key(eqn.params)
+        value_key = (eqn.primitive, params, tuple(id(o) for o in operands))
+        node = self._values.get(value_key)
+        if node is None:
+            aval = eqn.outvars[0].aval
+            key = (eqn.primitive.name, params, aval.shape, aval.dtype,
+                   tuple(o.sig for o in operands))
+            shape_key = (*key[:4], tuple(o.shape_sig for o in operands))
+            node = self._values[value_key] = _Node(
+                "op", self.sig(key), shape_sig=self.sig(("shape", shape_key)), eqn=eqn,
+                operands=operands)
+        return node
+
     def inline(self, jaxpr, consts, args) -> list[_Node]:
         env: dict = {}
 
@@ -163,17 +179,7 @@ class _Graph:
                 outs = self.inline(inner.jaxpr, inner.consts, operands)
             elif _packable(eqn):
                 self.n_eqns += 1
-                aval = eqn.outvars[0].aval
-                key = (eqn.primitive.name, _params_key(eqn.params), aval.shape, aval.dtype,
-                       tuple(o.sig for o in operands))
-                shape_key = (*key[:4], tuple(o.shape_sig for o in operands))
-                value_key = (eqn.primitive, key[1], tuple(id(o) for o in operands))
-                node = self._values.get(value_key)
-                if node is None:
-                    node = self._values[value_key] = _Node(
-                        "op", self.sig(key), shape_sig=self.sig(("shape", shape_key)), eqn=eqn,
-                        operands=operands)
-                outs = [node]
+                outs = [self.op(eqn, operands)]
             else:
                 self.n_eqns += 1
                 self.scalar[eqn.primitive.name] = self.scalar.get(eqn.primitive.name, 0) + 1
@@ -484,9 +490,11 @@ def _merge_groups(outs, ordered, pos0, where) -> list[np.ndarray]:
     return merged + [idx for g, idx in enumerate(ordered) if g not in used]
 
 
-def _slices_only(lanes, where) -> bool:
-    """Whether every pack of leaves under ``lanes`` is a constant, a slice, or a few of them."""
-    seen, stack = set(), [lanes]
+def _leaf_packs(lanes, seen: set):
+    """Every pack of leaves (reads, constants, opaque values) under the formula of ``lanes``,
+    once each (``seen`` holds the lane tuples already visited, by node ids); a pack whose
+    lanes are all one node is left out."""
+    stack = [tuple(lanes)]
     while stack:
         lanes = stack.pop()
         key = tuple(id(n) for n in lanes)
@@ -496,8 +504,14 @@ def _slices_only(lanes, where) -> bool:
         seen.add(key)
         if first.kind == "op":
             stack.extend(tuple(n.operands[j] for n in lanes) for j in range(len(first.operands)))
-            continue
-        runs = _leaf_runs(lanes)
+        else:
+            yield lanes
+
+
+def _slices_only(lanes, where) -> bool:
+    """Whether every pack of leaves under ``lanes`` is a constant, a slice, or a few of them."""
+    for leaves in _leaf_packs(lanes, set()):
+        runs = _leaf_runs(leaves)
         if len(runs) > _MAX_RUNS:
             return False
         for run in runs:
@@ -528,20 +542,10 @@ def _read_packs(groups) -> list[tuple[int, int, np.ndarray]]:
     the group's lane order). Packs that read one leaf in every lane are left out (no index)."""
     reads, seen = [], set()
     for g, outs in enumerate(groups):
-        stack = [tuple(outs)]
-        while stack:
-            lanes = stack.pop()
-            key = tuple(id(n) for n in lanes)
-            first = lanes[0]
-            if key in seen or all(n is first for n in lanes[1:]):
-                continue
-            seen.add(key)
-            if first.kind == "in":
-                reads.append((g, first.arg, np.fromiter((n.pos for n in lanes), np.int64,
-                                                        len(lanes))))
-            elif first.kind == "op":
-                stack.extend(tuple(n.operands[j] for n in lanes)
-                             for j in range(len(first.operands)))
+        for lanes in _leaf_packs(outs, seen):
+            if lanes[0].kind == "in":
+                reads.append((g, lanes[0].arg,
+                              np.fromiter((n.pos for n in lanes), np.int64, len(lanes))))
     return reads
 
 
@@ -836,7 +840,7 @@ def _complete(graph: _Graph, b: _Node, a: _Node, memo: dict) -> _Node | None:
             and _params_key(b.eqn.params) == _params_key(a.eqn.params)):
         operands = [_complete(graph, bo, ao, memo) for bo, ao in zip(b.operands, a.operands)]
         if all(o is not None for o in operands):
-            found = _op_node(graph, b.eqn, tuple(operands))
+            found = graph.op(b.eqn, tuple(operands))
     if found is None and a.kind == "op" and a.eqn.primitive.name in ("add", "sub"):
         sides = (0, 1) if a.eqn.primitive.name == "add" else (0,)
         for side in sides:
@@ -844,22 +848,12 @@ def _complete(graph: _Graph, b: _Node, a: _Node, memo: dict) -> _Node | None:
             zero = _zero_term(graph, a.operands[1 - side]) if inner is not None else None
             if zero is not None:
                 operands = (inner, zero) if side == 0 else (zero, inner)
-                found = _op_node(graph, a.eqn, operands)
+                found = graph.op(a.eqn, operands)
                 break
     if found is not None and found.shape_sig != a.shape_sig:
         found = None
     memo[key] = found
     return found
-
-
-def _op_node(graph: _Graph, eqn, operands: tuple[_Node, ...]) -> _Node:
-    """A node computing ``eqn`` on ``operands``, signed as :meth:`_Graph.inline` signs one."""
-    aval = eqn.outvars[0].aval
-    key = (eqn.primitive.name, _params_key(eqn.params), aval.shape, aval.dtype,
-           tuple(o.sig for o in operands))
-    shape_key = (*key[:4], tuple(o.shape_sig for o in operands))
-    return _Node("op", graph.sig(key), shape_sig=graph.sig(("shape", shape_key)), eqn=eqn,
-                 operands=operands)
 
 
 def _zero_term(graph: _Graph, x: _Node) -> _Node | None:
@@ -877,7 +871,7 @@ def _zero_term(graph: _Graph, x: _Node) -> _Node | None:
             elif node.kind == "op":
                 ops = [zeroed(o) for o in node.operands]
                 made[id(node)] = (None if any(o is None for o in ops)
-                                  else _op_node(graph, node.eqn, tuple(ops)))
+                                  else graph.op(node.eqn, tuple(ops)))
             else:                                           # an opaque equation's output
                 made[id(node)] = None
         return made[id(node)]

@@ -246,16 +246,21 @@ def test_strided_reads_are_strided_slices():
     assert "gather" not in text.replace("scatter", "")
 
 
+def _same_case(case, ref, *, grad_atol):
+    """Loss, gradient and rollout of two built cases agree (``grad_atol`` times the largest
+    reference gradient)."""
+    (value, grad), (ref_value, ref_grad) = case.evaluate(), ref.evaluate()
+    assert value == pytest.approx(ref_value, rel=1e-5)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=grad_atol * np.abs(ref_grad).max())
+    np.testing.assert_allclose(case.rollout(), ref.rollout(), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["decay", "oscillator", "lotka_volterra"])
 def test_packed_representation_matches_array_when_lanes_are_relaid(name):
     # N=12: the dicts' sorted keys (x_10, x_11 before x_2) differ from numeric order.
     n, horizon = 12, 9
-    ref = explorer.build_case(name, "array", n, horizon)
-    case = explorer.build_case(name, "packed", n, horizon)
-    (loss, grad), (ref_loss, ref_grad) = case.evaluate(), ref.evaluate()
-    assert loss == pytest.approx(ref_loss, rel=1e-5)
-    np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-5 * np.abs(ref_grad).max())
-    np.testing.assert_allclose(case.rollout(), ref.rollout(), rtol=1e-5, atol=1e-6)
+    _same_case(explorer.build_case(name, "packed", n, horizon),
+               explorer.build_case(name, "array", n, horizon), grad_atol=1e-5)
 
 
 def test_user_problem_with_relaid_lanes_matches_its_dict_program():
@@ -278,12 +283,8 @@ def test_user_problem_with_relaid_lanes_matches_its_dict_program():
     for t in range(1, horizon):
         s = step(s, p)
         np.testing.assert_allclose([float(s[k]) for k in names], obs[t], rtol=1e-5, atol=1e-6)
-    ref = explorer.build_case(prob, "dict", n, horizon)
-    case = explorer.build_case(prob, "packed", n, horizon)
-    (value, grad), (ref_value, ref_grad) = case.evaluate(), ref.evaluate()
-    assert value == pytest.approx(ref_value, rel=1e-5)
-    np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-6 * np.abs(ref_grad).max())
-    np.testing.assert_allclose(case.rollout(), ref.rollout(), rtol=1e-5, atol=1e-6)
+    _same_case(explorer.build_case(prob, "packed", n, horizon),
+               explorer.build_case(prob, "dict", n, horizon), grad_atol=1e-6)
 
 
 # -- a formula that lacks one term of the others ------------------------------------------------

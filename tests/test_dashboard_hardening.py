@@ -221,19 +221,29 @@ def _payloads(marker: Path) -> list[str]:
 
 def _type_everywhere(page, payload: str) -> int:
     """Type ``payload`` into every visible typeable element, pressing Enter and leaving it."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: PLC0415
+
     boxes = page.locator(TYPEABLE)
     typed = 0
     for i in range(boxes.count()):
-        box = boxes.nth(i)
-        if not box.is_visible():
+        if not boxes.nth(i).is_visible():
             continue
-        if box.is_editable():
-            box.fill(payload)
-        else:  # the read-only code viewers: type as a user would
-            box.click(force=True)
-            page.keyboard.type(payload)
-        box.press("Enter")
-        box.press("Tab")
+        # A box the page draws anew while it is typed into (the table's header filters, when
+        # the table is sent again) is typed into once more, as a user would.
+        for attempt in range(2):
+            box = boxes.nth(i)
+            try:
+                if box.is_editable():
+                    box.fill(payload, timeout=10_000)
+                else:  # the read-only code viewers: type as a user would
+                    box.click(force=True, timeout=10_000)
+                    page.keyboard.type(payload)
+                box.press("Enter", timeout=10_000)
+                box.press("Tab", timeout=10_000)
+                break
+            except PlaywrightTimeout:
+                if attempt:
+                    raise
         typed += 1
     return typed
 

@@ -297,11 +297,11 @@ def test_presenter_mode_enlarges_the_page_and_the_plots(page, served_app):
     page.wait_for_timeout(1000)
     _shot(page, "presenter-on.png")
     # The sidebar folds away (the header's button) to give the plots the projector's width.
-    page.locator("#sidebar-toggle").click()
+    page.locator("#sidebar-button").click()
     expect(page.locator("#sidebar")).to_be_hidden()
     page.wait_for_timeout(1000)
     _shot(page, "presenter-sidebar-folded.png")
-    page.locator("#sidebar-toggle").click()
+    page.locator("#sidebar-button").click()
     expect(_presenter_checkbox(page)).to_be_visible()
 
     # The bookmark opens the page in presenter mode; a value that is not a yes/no is ignored.

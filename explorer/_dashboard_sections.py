@@ -126,6 +126,9 @@ class _Section(pn.viewable.Viewer):
     """One part of the page, built around the page's model."""
 
     model = param.ClassSelector(class_=ExplorerModel)
+    served = param.Boolean(default=False, doc="""
+        Part of a page a server sends: what the first view does not need (the results table)
+        is sent once the page has drawn.""")
 
     def __init__(self, model: ExplorerModel, **params: Any):
         super().__init__(model=model, **params)
@@ -227,15 +230,8 @@ class MessagesSection(_Section):
         return f"**Status:** {status}" + (" *(press Cancel to stop)*" if busy else "")
 
 
-# How long after a served page is built its plots are drawn: its HTML has reached the browser,
-# which asks for its scripts (about 5 MB, from this server) in the meantime.
-_PLOTS_AFTER_MS = 150
-
-
 class PlotsSection(_Section):
     """The view choices, the legend note and the four plots."""
-
-    served = param.Boolean(default=False, doc="Draw the plots after the page's HTML is sent.")
 
     def _build(self) -> pn.Column:
         v, r = self.model.view, self.model.results
@@ -257,32 +253,9 @@ class PlotsSection(_Section):
             sizing_mode="stretch_width", margin=(0, 10), styles={"font-size": "0.9em",
                                                                   "color": "#555"})
         rows = [pn.Row(*pair, sizing_mode="stretch_width") for pair in (plots[:2], plots[2:])]
-        if self.served:
-            # Served: the page's HTML goes out with empty places for the plots. They are drawn
-            # a moment later, one per turn of the server's loop, so that the scripts the browser
-            # asks for next are sent first and the plots are drawn while it runs them: the two
-            # no longer add up before the page shows (its first render: 2.05 s -> 1.85 s).
-            self._fill_plots_later(rows)
         grid = pn.Column(*rows, sizing_mode="stretch_width")
         return pn.Column(_presenter_ready(view_controls), legend_note, grid,
                          sizing_mode="stretch_width", margin=0)
-
-    @staticmethod
-    def _fill_plots_later(rows: list[pn.Row]) -> None:
-        doc = pn.state.curdoc
-        waiting = []
-        for row in rows:
-            for i, plot in enumerate(row.objects):
-                row[i] = pn.Spacer(sizing_mode="stretch_width", min_height=340)
-                waiting.append((row, i, plot))
-
-        def fill() -> None:
-            row, i, plot = waiting.pop(0)
-            row[i] = plot
-            if waiting:
-                doc.add_next_tick_callback(fill)
-
-        doc.add_timeout_callback(fill, _PLOTS_AFTER_MS)
 
     @staticmethod
     def _legend(stage: str, note: str) -> str:
@@ -299,8 +272,6 @@ class PlotsSection(_Section):
 
 class ResultsSection(_Section):
     """The results table (select a row to inspect it), CSV and HTML downloads."""
-
-    served = param.Boolean(default=False, doc="Send the table once the page has drawn.")
 
     def _build(self) -> pn.Column:
         m, r = self.model, self.model.results

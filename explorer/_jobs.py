@@ -52,6 +52,24 @@ def machine() -> dict[str, Any]:
             "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
 
 
+def prepare_specs(specs: list[Spec]) -> int:
+    """Build the cases of ``specs`` and measure nothing; how many were built.
+
+    What a first job at a new size pays once per worker before its clock starts (importing the
+    measuring code, simulating the problem's observations at that N and horizon) is paid here
+    instead, while a page waits for its user to press Run. No program is traced or compiled, and
+    :func:`explorer.measure` clears JAX's caches and checks every compile it times is cold, so no
+    figure of a later measurement changes.
+    """
+    from . import _measure  # noqa: F401, PLC0415 - imports what run_spec uses; worker side
+    from ._representations import build_case  # noqa: PLC0415
+
+    for spec in specs:
+        build_case(spec.problem, spec.representation, spec.n_states, spec.horizon,
+                   unroll=spec.unroll)
+    return len(specs)
+
+
 def rollout_spec(spec: Spec) -> tuple[list[str], np.ndarray]:
     """The trajectories of one spec's case, as :func:`run_spec` captures them.
 

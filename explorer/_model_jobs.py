@@ -80,6 +80,9 @@ class JobQueue(param.Parameterized):
         self._threads: list[threading.Thread] = []
         # Only the latest status line of a burst is shown, and only while a job runs.
         self._status = Batch(self.session.post, self._show_status)
+        # Once the worker has answered (it is started and idle), and whenever the case changes.
+        self.controls.param.watch(self._prepare, ["backends_known", "problem", "representations",
+                                                  "n_states", "horizon", "unroll"])
 
     @property
     def executor(self) -> cf.Executor:
@@ -92,6 +95,17 @@ class JobQueue(param.Parameterized):
         """One line saying the page measures on a Dask cluster (``None`` when it measures here)."""
         executor = self._executor
         return executor.describe() if isinstance(executor, DaskExecutor) else None
+
+    def _prepare(self, *_events: Any) -> None:
+        """Have an idle local worker build the case Run would measure now (see
+        :func:`explorer._run.prepare`): the first result of a new size is shown sooner."""
+        if self.running or self.session.closed or not self.controls.backends_known:
+            return
+        try:
+            specs = self.controls.specs([self.controls.n_states])
+        except (ValueError, TypeError):  # not a valid case (yet): nothing to build
+            return
+        _run.prepare(self.executor, specs)
 
     # -- any job -----------------------------------------------------------------------
     def start(self, target: Callable, *args: Any) -> None:

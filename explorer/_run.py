@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._spec import Spec
-from ._worker import WorkerError
+from ._worker import WorkerError, WorkerExecutor
 
 
 def _killing(executor: Any) -> bool:
@@ -193,3 +193,54 @@ def backends(executor: cf.Executor) -> cf.Future:
             job = submit(executor, available_backends, timeout=120, label="list JAX backends")
             _backend_jobs[executor] = job
         return job
+
+
+# A case is built ahead only while its observations stay small (a state group of N units over H
+# steps is N * H numbers; 100 * 200 by default): typing a huge N must not fill the worker.
+PREPARE_MAX_VALUES = 4_000_000
+_prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def prepare(executor: cf.Executor, specs: list[Spec]) -> cf.Future | None:
+    """Build ``specs``' cases ahead in an idle local worker (:func:`explorer._jobs.prepare_specs`),
+    so a Run measures at once instead of first importing and simulating; its future, or ``None``
+    when there is nothing to do.
+
+    Only for a :class:`WorkerExecutor` that has nothing running or queued (it never delays
+    anybody's job by more than the build the job would do anyway), for built-in problems (a
+    user's code runs only when its user runs it), at sizes up to :data:`PREPARE_MAX_VALUES`, and
+    once per case and worker process. Changes no measured figure.
+    """
+    from ._jobs import prepare_specs  # noqa: PLC0415
+    from ._problems import user_problem  # noqa: PLC0415
+
+    if not isinstance(executor, WorkerExecutor):
+        return None
+    with _backend_lock:
+        done = _prepared.setdefault(executor, set())
+        todo, keys = [], []
+        for spec in specs:
+            key = (executor.workers_started, spec.problem, spec.representation, spec.n_states,
+                   spec.horizon, spec.unroll)
+            if (key in done or user_problem(spec.problem) is not None
+                    or spec.n_states * spec.horizon > PREPARE_MAX_VALUES):
+                continue
+            todo.append(spec)
+            keys.append(key)
+        state = executor.status
+        if not todo or state.running is not None or state.queued:
+            return None
+        done.update(keys)
+    try:
+        future = executor.submit_with(prepare_specs, (todo,), timeout=60,
+                                      label=f"preparing {todo[0].problem} N={todo[0].n_states}")
+    except RuntimeError:  # shut down
+        return None
+
+    def forget(f: cf.Future) -> None:  # a failed or cancelled build is tried again next time
+        if f.cancelled() or f.exception() is not None:
+            with _backend_lock:
+                done.difference_update(keys)
+
+    future.add_done_callback(forget)
+    return future

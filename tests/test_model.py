@@ -424,3 +424,26 @@ def test_compare_runs_puts_two_jax_versions_side_by_side(tmp_path, executor):
         assert {el.label for el in plot if isinstance(el, hv.Curve)} == {"dict", "array"}
     finally:
         m.close()
+
+
+def test_a_page_has_its_case_built_ahead_while_the_worker_is_idle(tmp_path, executor):
+    """Once the worker has answered, and again when N changes, the page's case is built in the
+    idle worker (explorer._run.prepare): asking again finds nothing left to do."""
+    from explorer import _run
+
+    m = ExplorerModel(store=tmp_path / "p.sqlite", executor=executor, problem="lotka_volterra",
+                      n_states=17, horizon=11)
+    try:
+        controls = m.controls
+        assert _wait_until(lambda: controls.backends_known, 60)
+
+        def built(n: int) -> bool:
+            executor.submit(int, 0).result()  # after anything queued before it
+            return _run.prepare(executor, controls.specs([n])) is None
+
+        assert built(17)
+        controls.n_states = 19
+        assert built(19)
+        assert _run.prepare(executor, controls.specs([23])) is not None  # a case not yet built
+    finally:
+        m.close()

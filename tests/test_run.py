@@ -143,3 +143,77 @@ def test_out_of_memory_marks_row_oom_and_replaces_worker(executor, tmp_path):
         assert ex.workers_started == 3
     finally:
         ex.shutdown()
+
+
+# -- a case built ahead (explorer._run.prepare) ------------------------------------------------
+def _observed_cache() -> tuple[int, int]:
+    """In the worker: hits and size of the cache of simulated observations."""
+    from explorer._problems import _observed
+
+    info = _observed.cache_info()
+    return info.hits, info.currsize
+
+
+_FIGURES = ("jaxpr_eqns", "jaxpr_eqns_top", "n_leaves", "hlo_pre_bytes", "hlo_post_bytes",
+            "flops", "bytes_accessed", "backend", "jax_version")
+
+
+def test_a_prepared_case_is_built_once_and_measures_the_same_figures():
+    """A case built ahead in an idle worker: the Run's build takes the prepared observations, its
+    compiles are cold, and every figure is the one a worker that prepared nothing gives."""
+    from explorer import _run
+
+    spec = Spec("oscillator", "dict", 12, 9, "grad")  # a size no other test builds
+    prepared = explorer.WorkerExecutor(timeout=120, env=dict(CPU_ENV))
+    plain = explorer.WorkerExecutor(timeout=120, env=dict(CPU_ENV))
+    try:
+        for ex in (prepared, plain):
+            ex.submit(os.getpid).result()  # started and idle, as a page finds it
+        future = _run.prepare(prepared, [spec])
+        assert future is not None and future.result(timeout=120) == 1
+        assert _run.prepare(prepared, [spec]) is None  # once per case and worker process
+        hits, size = prepared.submit(_observed_cache).result()
+        assert size >= 1
+        row_p, _ = run_one(spec, prepared)
+        assert prepared.submit(_observed_cache).result()[0] > hits  # its build took them
+        row_u, _ = run_one(spec, plain)
+        for row in (row_p, row_u):
+            assert row["status"] == "ok", row["error"]
+            assert row["cold"] and row["cache_hits"] == 0 and row["backend_compiles"] >= 1
+        assert {k: row_p[k] for k in _FIGURES} == {k: row_u[k] for k in _FIGURES}
+    finally:
+        prepared.shutdown()
+        plain.shutdown()
+
+
+def test_prepare_builds_only_in_an_idle_local_worker(executor):
+    import concurrent.futures as cf
+
+    from _support import sleep
+
+    from explorer import _run
+
+    small = Spec("decay", "array", 13, 7, "loss")
+    with cf.ThreadPoolExecutor(1) as pool:  # a Dask cluster or any other executor: never
+        assert _run.prepare(pool, [small]) is None
+    executor.submit(os.getpid).result()
+    huge = Spec("decay", "array", 10_000, 1_000, "loss")  # observations too big to build unasked
+    assert _run.prepare(executor, [huge]) is None
+    busy = executor.submit_with(sleep, (1.0,), label="another session's job")
+    deadline = time.time() + 60
+    while executor.status.running != "another session's job" and time.time() < deadline:
+        time.sleep(0.01)
+    assert _run.prepare(executor, [small]) is None  # never ahead of anybody's job
+    busy.result(timeout=60)
+    future = _run.prepare(executor, [small])
+    assert future is not None and future.result(timeout=60) == 1
+
+
+def test_prepare_leaves_a_users_problem_alone(executor):
+    from explorer import _run
+
+    problem = explorer.define_problem(
+        "prepare_test", lambda s, p: {k: 0.9 * v + p["k" + k[1:]] for k, v in s.items()},
+        lambda n: {f"x{i}": 1.0 for i in range(n)}, lambda n: {f"k{i}": 0.0 for i in range(n)})
+    executor.submit(os.getpid).result()
+    assert _run.prepare(executor, [Spec(problem.name, "dict", 3, 4, "loss")]) is None

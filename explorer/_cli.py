@@ -6,11 +6,14 @@ Bad input ends with one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import sys
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -349,8 +352,36 @@ def _check_html_path(path: str) -> None:
         raise ValueError(f"--html {path}: folder {str(target.parent)!r} does not exist")
 
 
+_received: list[int] = []  # the signals :func:`_interrupt` turned into an interrupt
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    _received.append(signum)
     raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _interrupts_never_dropped() -> Iterator[None]:
+    """An interrupt (Ctrl-C, or SIGTERM through :func:`_interrupt`) that Python's handler raises
+    while the main thread runs a garbage-collector callback (JAX registers one), a ``__del__``
+    or a weakref callback is printed and dropped there ("Exception ignored in ..."), and the
+    command would go on. Here it is delivered again a moment later, outside that callback."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            signum = _received[-1] if _received else signal.SIGINT  # SIGTERM stays SIGTERM
+            timer = threading.Timer(0.01, os.kill, (os.getpid(), signum))
+            timer.daemon = True
+            timer.start()
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -360,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM stops like Ctrl-C: the running job is killed, no row is stored for it.
     previous = signal.signal(signal.SIGTERM, _interrupt) if on_main else None
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _interrupts_never_dropped():
             from ._store import StoreWarning  # noqa: PLC0415
 
             warnings.simplefilter("always", StoreWarning)  # each lock episode, each merge

@@ -99,6 +99,57 @@ def test_interrupt_stops_the_sweep_kills_the_job_and_stores_no_false_row(tmp_pat
     assert set(rows["status"]) == {"ok"} and list(rows["n_states"]) == [2], rows
 
 
+# Run as a script: a sweep whose main thread, once armed (SIGUSR1 from the test), takes the
+# interrupt inside a garbage-collector callback (JAX registers one), where Python prints and
+# drops it.
+_INTERRUPT_IN_GC = """
+import gc, os, signal, sys, threading, time
+from explorer._cli import main
+
+armed = []
+
+def arm(signum, frame):  # on the main thread, wherever it waits for the worker
+    armed.append(int(sys.argv[1]))
+    gc.collect()
+
+signal.signal(signal.SIGUSR1, arm)
+
+def in_gc(phase, info):
+    if (phase == "start" and len(armed) == 1
+            and threading.current_thread() is threading.main_thread()):
+        armed.append(True)
+        print("interrupting inside a gc callback", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), armed[0])
+        time.sleep(0.2)  # Python's handler runs here, inside this callback
+
+gc.callbacks.append(in_gc)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_taken_inside_a_gc_callback_still_stops_the_sweep(tmp_path, signum):
+    store = tmp_path / "results.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPT_IN_GC, str(int(signum)), "sweep", "-r", "dict",
+         "-n", "2,1500,1600", "--horizons", "200", "--targets", "grad", "--quiet"],
+        cwd=ROOT, env=_env(store), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    worker = _worker_of(proc, store)
+    proc.send_signal(signal.SIGUSR1)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        pytest.fail(f"the sweep went on 30 s after the interrupt: {err[-2000:]}")
+    assert "interrupting inside a gc callback" in err  # the case this test is about happened
+    assert proc.returncode == 130, err
+    assert _gone(worker, 5)
+    rows = _stored(store)
+    assert set(rows["status"]) == {"ok"} and list(rows["n_states"]) == [2], rows
+
+
 def test_the_worker_dies_with_a_killed_parent(tmp_path):
     store = tmp_path / "results.sqlite"
     proc = _sweep_cli(store)

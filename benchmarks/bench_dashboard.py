@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # common.py, when imported from elsewhere
     sys.path.insert(0, str(HERE))
 
-from common import summary  # noqa: E402
+from common import cpu_reference_s, host_info, loadavg, summary  # noqa: E402
 
 ROOT = HERE.parent
 APP = ROOT / "apps" / "explorer_app.py"
@@ -391,7 +391,8 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     rounds = 3 if quick else 4
     sessions = 4 if quick else 6
-    out: dict[str, Any] = {"rounds": rounds, "sessions": sessions, "errors": []}
+    out: dict[str, Any] = {"rounds": rounds, "sessions": sessions, "errors": [],
+                           "machine": host_info(), "cpu_reference_start_s": cpu_reference_s()}
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
         server = _Server(Path(tmp))
         try:
@@ -479,6 +480,8 @@ def run(quick: bool = False) -> dict[str, Any]:
             out["errors"].append(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
         finally:
             server.stop()
+    out["cpu_reference_end_s"] = cpu_reference_s()
+    out["machine"]["loadavg_end"] = loadavg()
     return out
 
 

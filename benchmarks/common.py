@@ -70,6 +70,21 @@ def loadavg() -> list[float] | None:
         return None
 
 
+def cpu_reference_s(repeats: int = 5) -> float:
+    """Seconds one core takes for a fixed piece of plain Python (10 million additions), the
+    median of ``repeats``: how fast this host is now. Shared machines vary from day to day (the
+    same measurement took 0.47 s one day and 0.79 s the next on this project's 2-core host), so
+    a wall-clock figure is read against this one."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def host_info() -> dict[str, Any]:
     """The machine a benchmark runs on: date, host, CPU, cores, memory, load, Python."""
     try:

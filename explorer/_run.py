@@ -206,8 +206,8 @@ def prepare(executor: cf.Executor, specs: list[Spec]) -> cf.Future | None:
     so a Run measures at once instead of first importing and simulating; its future, or ``None``
     when there is nothing to do.
 
-    Only for a :class:`WorkerExecutor` that has nothing running or queued (it never delays
-    anybody's job by more than the build the job would do anyway), for built-in problems (a
+    Only for a :class:`WorkerExecutor` that has nothing running or queued (a job that arrives
+    meanwhile waits for one case's build at most), for built-in problems (a
     user's code runs only when its user runs it), at sizes up to :data:`PREPARE_MAX_VALUES`, and
     once per case and worker process. Changes no measured figure.
     """
@@ -222,7 +222,7 @@ def prepare(executor: cf.Executor, specs: list[Spec]) -> cf.Future | None:
         for spec in specs:
             key = (executor.workers_started, spec.problem, spec.representation, spec.n_states,
                    spec.horizon, spec.unroll)
-            if (key in done or user_problem(spec.problem) is not None
+            if (key in done or key in keys or user_problem(spec.problem) is not None
                     or spec.n_states * spec.horizon > PREPARE_MAX_VALUES):
                 continue
             todo.append(spec)

@@ -3,6 +3,7 @@ replaced, and the next result is right."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import signal
@@ -205,8 +206,9 @@ def test_prepare_builds_only_in_an_idle_local_worker(executor):
         time.sleep(0.01)
     assert _run.prepare(executor, [small]) is None  # never ahead of anybody's job
     busy.result(timeout=60)
-    future = _run.prepare(executor, [small])
-    assert future is not None and future.result(timeout=60) == 1
+    both = [small, dataclasses.replace(small, target="grad")]  # one case, two targets
+    future = _run.prepare(executor, both)
+    assert future is not None and future.result(timeout=60) == 1  # built once
 
 
 def test_prepare_leaves_a_users_problem_alone(executor):

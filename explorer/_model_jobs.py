@@ -173,6 +173,9 @@ class JobQueue(param.Parameterized):
                 state = executor.status
                 if position == 0 and state.elapsed_s is not None:
                     text = describe(f"stage {state.stage or '…'}, {state.elapsed_s:.1f} s")
+                elif position == 1 and (state.running or "").startswith(_run.PREPARING):
+                    # A case being built ahead (most likely this page's own): not a queue.
+                    text = describe(f"starting: the worker is {state.running}")
                 elif position:
                     text = describe(f"waiting in the shared queue, position {position}"
                                     + (f" (running now: {state.running})" if state.running else ""))

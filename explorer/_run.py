@@ -198,6 +198,7 @@ def backends(executor: cf.Executor) -> cf.Future:
 # A case is built ahead only while its observations stay small (a state group of N units over H
 # steps is N * H numbers; 100 * 200 by default): typing a huge N must not fill the worker.
 PREPARE_MAX_VALUES = 4_000_000
+PREPARING = "preparing"  # how a preparation's label starts (a page waiting behind it says so)
 _prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -233,7 +234,7 @@ def prepare(executor: cf.Executor, specs: list[Spec]) -> cf.Future | None:
         done.update(keys)
     try:
         future = executor.submit_with(prepare_specs, (todo,), timeout=60,
-                                      label=f"preparing {todo[0].problem} N={todo[0].n_states}")
+                                      label=f"{PREPARING} {todo[0].problem} N={todo[0].n_states}")
     except RuntimeError:  # shut down
         return None
 

@@ -447,3 +447,28 @@ def test_a_page_has_its_case_built_ahead_while_the_worker_is_idle(tmp_path, exec
         assert _run.prepare(executor, controls.specs([23])) is not None  # a case not yet built
     finally:
         m.close()
+
+
+def test_a_run_behind_a_case_being_built_ahead_says_so(tmp_path, executor):
+    """A Run pressed while the worker builds a case ahead waits for it: the status says the
+    worker is preparing, not that the page waits in a shared queue."""
+    from _support import sleep
+
+    from explorer import _run
+
+    m = ExplorerModel(store=tmp_path / "q.sqlite", executor=executor, **TINY,
+                      representations=["array"])
+    seen: list[str] = []
+    m.session.param.watch(lambda e: seen.append(e.new), "status")
+    try:
+        building = executor.submit_with(sleep, (2.0,), label=f"{_run.PREPARING} decay N=3")
+        deadline = time.time() + 60
+        while executor.status.running is None and time.time() < deadline:
+            time.sleep(0.01)
+        assert m.run() and m.wait(WAIT_S)
+        assert building.done()
+        assert any(f"starting: the worker is {_run.PREPARING} decay N=3" in s for s in seen), seen
+        assert not any("shared queue" in s for s in seen), seen
+        assert "Run finished" in m.session.status
+    finally:
+        m.close()

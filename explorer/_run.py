@@ -218,30 +218,31 @@ def prepare(executor: cf.Executor, specs: list[Spec]) -> cf.Future | None:
     if not isinstance(executor, WorkerExecutor):
         return None
     with _backend_lock:
+        # Built in the worker process now running (a replaced worker has built nothing).
         done = _prepared.setdefault(executor, set())
-        todo, keys = [], []
+        todo, cases = [], []
         for spec in specs:
-            key = (executor.workers_started, spec.problem, spec.representation, spec.n_states,
-                   spec.horizon, spec.unroll)
-            if (key in done or key in keys or user_problem(spec.problem) is not None
+            case = (spec.problem, spec.representation, spec.n_states, spec.horizon, spec.unroll)
+            if ((executor.workers_started, *case) in done or case in cases
+                    or user_problem(spec.problem) is not None
                     or spec.n_states * spec.horizon > PREPARE_MAX_VALUES):
                 continue
             todo.append(spec)
-            keys.append(key)
+            cases.append(case)
         state = executor.status
         if not todo or state.running is not None or state.queued:
             return None
-        done.update(keys)
-    try:
-        future = executor.submit_with(prepare_specs, (todo,), timeout=60,
-                                      label=f"{PREPARING} {todo[0].problem} N={todo[0].n_states}")
-    except RuntimeError:  # shut down
-        return None
+        try:  # under the lock: two pages asking at once submit one build
+            future = executor.submit_with(prepare_specs, (todo,), timeout=60,
+                                          label=f"{PREPARING} {todo[0].problem} "
+                                                f"N={todo[0].n_states}")
+        except RuntimeError:  # shut down
+            return None
 
-    def forget(f: cf.Future) -> None:  # a failed or cancelled build is tried again next time
-        if f.cancelled() or f.exception() is not None:
+    def built(f: cf.Future) -> None:  # by the worker counted now (this job may have started it)
+        if not f.cancelled() and f.exception() is None:
             with _backend_lock:
-                done.difference_update(keys)
+                done.update((executor.workers_started, *case) for case in cases)
 
-    future.add_done_callback(forget)
+    future.add_done_callback(built)
     return future

@@ -431,6 +431,7 @@ def test_a_page_has_its_case_built_ahead_while_the_worker_is_idle(tmp_path, exec
     idle worker (explorer._run.prepare): asking again finds nothing left to do."""
     from explorer import _run
 
+    executor.submit(int, 0).result()  # idle, as a page usually finds it (else it builds nothing)
     m = ExplorerModel(store=tmp_path / "p.sqlite", executor=executor, problem="lotka_volterra",
                       n_states=17, horizon=11)
     try:
@@ -461,6 +462,7 @@ def test_a_run_behind_a_case_being_built_ahead_says_so(tmp_path, executor):
     seen: list[str] = []
     m.session.param.watch(lambda e: seen.append(e.new), "status")
     try:
+        executor.submit(int, 0).result()  # after the page's own build ahead, if it asked for one
         building = executor.submit_with(sleep, (2.0,), label=f"{_run.PREPARING} decay N=3")
         deadline = time.time() + 60
         while executor.status.running is None and time.time() < deadline:

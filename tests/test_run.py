@@ -172,9 +172,9 @@ def test_a_prepared_case_is_built_once_and_measures_the_same_figures():
             ex.submit(os.getpid).result()  # started and idle, as a page finds it
         future = _run.prepare(prepared, [spec])
         assert future is not None and future.result(timeout=120) == 1
-        assert _run.prepare(prepared, [spec]) is None  # once per case and worker process
         hits, size = prepared.submit(_observed_cache).result()
         assert size >= 1
+        assert _run.prepare(prepared, [spec]) is None  # once per case and worker process
         row_p, _ = run_one(spec, prepared)
         assert prepared.submit(_observed_cache).result()[0] > hits  # its build took them
         row_u, _ = run_one(spec, plain)

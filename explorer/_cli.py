@@ -367,6 +367,7 @@ def _interrupts_never_dropped() -> Iterator[None]:
     or a weakref callback is printed and dropped there ("Exception ignored in ..."), and the
     command would go on. Here it is delivered again a moment later, outside that callback."""
     previous = sys.unraisablehook
+    _received.clear()  # this command's signals only
 
     def hook(unraisable: Any) -> None:
         if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -52,3 +54,17 @@ def sleep(seconds: float) -> float:
 
 def pid() -> int:
     return os.getpid()
+
+
+def stderr_when_done(proc: subprocess.Popen, timeout: float, what: str) -> str:
+    """``proc``'s stderr once it has exited; if it is still running after ``timeout`` seconds,
+    its session (started with ``start_new_session=True``) is killed and the test fails with
+    ``what`` and the end of that stderr."""
+    import pytest  # noqa: PLC0415
+
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        err = proc.communicate()[1]
+        pytest.fail(f"{what}: {err[-2000:]}")

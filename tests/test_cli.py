@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _support import CPU_ENV, ROOT, cli_in_process, digest, free_port, one_line
+from _support import CPU_ENV, ROOT, cli_in_process, digest, free_port, one_line, stderr_when_done
 
 import explorer
 from explorer._cli import main
@@ -279,11 +279,6 @@ def test_serve_stops_on_sigterm_taken_inside_a_gc_callback(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", _SIGTERM_IN_GC, str(port)], env=env,
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
-    try:
-        _, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate()
-        pytest.fail(f"serve still running 60 s after SIGTERM: {err[-2000:]}")
+    err = stderr_when_done(proc, 60, "serve still running 60 s after SIGTERM")
     assert proc.returncode == 130, err[-2000:]
     assert "pytree-explorer: interrupted" in err

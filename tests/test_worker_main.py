@@ -12,7 +12,7 @@ import time
 
 import psutil
 import pytest
-from _support import CPU_ENV, ROOT
+from _support import CPU_ENV, ROOT, stderr_when_done
 from _support import sleep as _sleep
 
 import explorer
@@ -137,12 +137,7 @@ def test_an_interrupt_taken_inside_a_gc_callback_still_stops_the_sweep(tmp_path,
         start_new_session=True)
     worker = _worker_of(proc, store)
     proc.send_signal(signal.SIGUSR1)
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate()
-        pytest.fail(f"the sweep went on 30 s after the interrupt: {err[-2000:]}")
+    err = stderr_when_done(proc, 30, "the sweep went on 30 s after the interrupt")
     assert "interrupting inside a gc callback" in err  # the case this test is about happened
     assert proc.returncode == 130, err
     assert _gone(worker, 5)

@@ -141,6 +141,8 @@ class Dashboard(pn.viewable.Viewer):
         self.results = ResultsSection(model, served=self._is_served)
         self.programs = ProgramsSection(model)
         self.runs = RunsSection(model)
+        if self._is_served:  # after this page's own first-load work, for the next page
+            pn.state.onload(self.plots.render_ahead)
         for button, kind in ((self.controls.run_button, "Run"),
                              (self.controls.sweep_button, "Sweep")):
             button.js_on_click(args={"status": self.messages.status},

@@ -83,3 +83,112 @@ def test_a_page_closed_mid_update_is_one_quiet_line_and_other_errors_still_reach
         assert passed_on == [other]
     finally:
         loop.close()
+
+
+def _document_json(doc) -> str:
+    """``doc`` serialized, with what differs between two renderings of the same plot (model
+    ids, Panel's generated names, buffer ids) replaced by the order each first appears."""
+    import json
+    import re
+
+    seen: dict[str, str] = {}
+
+    def plain(x):
+        if type(x).__name__ == "Buffer":  # an array's bytes, by their content
+            return bytes(x.data).hex()
+        if hasattr(x, "content") and not isinstance(x, (str, bytes, dict)):
+            return plain(x.content)
+        if isinstance(x, dict):
+            return {k: (seen.setdefault(v, f"#{len(seen)}") if k == "id" and isinstance(v, str)
+                        else plain(v)) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [plain(v) for v in x]
+        if isinstance(x, str):
+            if x in seen:
+                return seen[x]
+            if re.fullmatch(r"[A-Za-z]+\d{5}", x):  # Row01078
+                return "NAME"
+        return x
+
+    return json.dumps(plain(doc.to_json()), sort_keys=True)
+
+
+def _plot_pane_page(obj):
+    from bokeh.document import Document
+
+    from explorer._dashboard_sections import PlotPane
+
+    doc = Document()
+    pane = PlotPane(obj, sizing_mode="stretch_width", min_height=340, linked_axes=False)
+    doc.add_root(pane.get_root(doc))  # a served page's pane: no comm
+    return doc, pane
+
+
+def _hooked(doc, plot) -> bool:
+    """Whether ``doc`` would clean ``plot`` (or one of its subplots) up when its session ends."""
+    mine = {id(p) for p in plot.traverse(lambda p: p)}
+    return any(id(getattr(cb, "__self__", None)) in mine for cb in doc.session_destroyed_callbacks)
+
+
+def test_a_plot_rendered_ahead_is_the_plot_the_next_page_would_render():
+    """A page renders its plots again, off the page, for the next page showing the same plot
+    object (explorer._dashboard_sections.PlotPane): that page's document must be the one it
+    would have built itself, and the rendering is used once, by one page."""
+    from explorer import _plots
+    from explorer._example import load_example
+    from explorer._plotcache import RENDERED_AHEAD
+
+    RENDERED_AHEAD.clear()
+    frame, rollouts = load_example()
+    first = frame.iloc[0]
+    filters = dict(problem=first["problem"], horizon=int(first["horizon"]))
+    plots = [_plots.compile_time_plot(frame, **filters), _plots.program_size_plot(frame, **filters),
+             _plots.rollout_plot(_plots.rollout_frame(
+                 {str(k): v for k, v in list(rollouts.items())[:2]})),
+             _plots.placeholder("Runtime", "nothing yet")]
+    try:
+        for obj in plots:
+            rendered_here, pane = _plot_pane_page(obj)  # as without any rendering ahead
+            plot_here = pane._plots[next(iter(pane._models))][0]
+            earlier, pane = _plot_pane_page(obj)  # a page that has drawn...
+            assert pane.render_ahead(earlier)  # ...renders the plot for the next one
+            assert not pane.render_ahead(earlier)  # one waits already
+            waiting = RENDERED_AHEAD.take(obj, pane._ahead_key(earlier))
+            assert waiting is not None and waiting.document is None
+            assert not _hooked(earlier, waiting)  # the earlier page's end leaves it alone
+            RENDERED_AHEAD.put(obj, pane._ahead_key(earlier), waiting)
+
+            taken, pane = _plot_pane_page(obj)
+            assert len(RENDERED_AHEAD) == 0  # taken, by this page only
+            plot = pane._plots[next(iter(pane._models))][0]
+            assert plot is waiting and plot.document is taken
+            assert _hooked(taken, plot) == _hooked(rendered_here, plot_here)
+            assert _document_json(taken) == _document_json(rendered_here)
+
+            again, pane = _plot_pane_page(obj)  # nothing waiting: rendered while built
+            assert pane._plots[next(iter(pane._models))][0] is not waiting
+            assert _document_json(again) == _document_json(rendered_here)
+    finally:
+        RENDERED_AHEAD.clear()
+
+
+def test_a_rendering_ahead_is_only_taken_for_its_own_object():
+    from explorer._plotcache import _RenderedAhead
+
+    class Plot:
+        cleaned = False
+
+        def cleanup(self):
+            self.cleaned = True
+
+    pool = _RenderedAhead(size=2)
+    a, b, c = object(), object(), object()
+    pa, pb, pc = Plot(), Plot(), Plot()
+    pool.put(a, "k", pa)
+    assert pool.take(a, "other key") is None and pool.take(b, "k") is None
+    assert pool.take(a, "k") is pa and pool.take(a, "k") is None
+    for obj, plot in ((a, pa), (b, pb), (c, pc)):
+        pool.put(obj, "k", plot)
+    assert len(pool) == 2 and pa.cleaned and not pb.cleaned  # the oldest went, cleaned up
+    pool.clear()
+    assert len(pool) == 0 and pb.cleaned and pc.cleaned

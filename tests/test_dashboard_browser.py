@@ -220,6 +220,35 @@ def test_two_pages_at_once_both_get_their_results(browser, served_app):
             page.close()
 
 
+_FIGURES_JS = """() => {
+    // Title and number of renderers of each figure drawn on the page now.
+    const out = [];
+    for (const view of Bokeh.index.all_views()) {
+        const m = view.model;
+        if (m.type !== 'Figure' && m.type !== 'Plot') continue;
+        if (!view.el.isConnected) continue;
+        out.push([m.title ? m.title.text : '', m.renderers.length]);
+    }
+    return out;
+}"""
+
+
+def test_the_next_page_shows_the_same_plots(browser, served_app):
+    """A page that has drawn renders its plots again for the next page (which is then sent
+    sooner): that page shows the same figures, lines and points, and a third page too."""
+    shown, errors = [], []
+    for _ in range(3):
+        page = browser.new_page(viewport={"width": 1600, "height": 2200})
+        errors += _console_errors(page)
+        _open(page, served_app)
+        page.wait_for_timeout(1500)  # the page renders ahead once it has drawn
+        shown.append((sorted(_plotted(page)), sorted(page.evaluate(_FIGURES_JS))))
+        page.close()
+    assert len(shown[0][1]) == 4 and shown[0][0], shown[0]
+    assert shown[1] == shown[0] and shown[2] == shown[0]
+    assert errors == []
+
+
 _FONT_SIZES_JS = """() => {
     // Computed font sizes (px) of what a room reads: a widget label, the status line, a tab
     // title, a table cell, a menu, a button, a chosen tag. Found through the shadow roots

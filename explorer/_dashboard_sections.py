@@ -16,7 +16,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from . import _plots
+from . import _bokeh_sync, _plots
 from ._blame import BLAME_COLUMNS
 from ._model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
 from ._model_session import Batch
@@ -133,12 +133,22 @@ def _theme_json(theme: Any) -> str | None:
     return json.dumps(getattr(theme, "_json", theme), sort_keys=True, default=str)
 
 
+# A plot's size options (HoloViews'), which the page's layout turns into the figure's size
+# properties (Bokeh's): a change of the first replaces the figure; the second are left as the
+# layout set them, and so are the stylesheets the page's design gave the figure.
+_PLOT_SIZING = ("width", "height", "frame_width", "frame_height", "min_width", "min_height",
+                "max_width", "max_height", "responsive", "aspect", "data_aspect")
+_PAGE_SET = frozenset({"width", "height", "min_width", "min_height", "max_width", "max_height",
+                       "sizing_mode", "aspect_ratio", "margin", "stylesheets"})
+
+
 class PlotPane(pn.pane.HoloViews):
     """A HoloViews pane that, on a served page, takes its plot already rendered when the page
     before it rendered the same plot object ahead (:meth:`render_ahead`; the rendering waits
     in :data:`explorer._plotcache.RENDERED_AHEAD`), instead of rendering it while the page is
-    built. The rendering is the one this pane would make (same object, theme and margin); a
-    test compares the two documents. In a notebook (a comm) it renders as always."""
+    built; and, given a new object of the same shape, updates the figure on the page in place
+    (:meth:`_update_in_place`). Either way the page's document is the one a plain HoloViews
+    pane would give (tests compare the two). In a notebook (a comm) it renders as always."""
 
     def _ahead_key(self, doc: Any) -> tuple:
         # The theme the pane renders with: its own, else the page's, else its design's.
@@ -165,6 +175,38 @@ class PlotPane(pn.pane.HoloViews):
                     doc.theme = plot.renderer.theme
                 return plot
         return super()._render(doc, comm, root)
+
+    def _update_object(self, ref: str, doc: Any, root: Any, parent: Any, comm: Any) -> None:
+        if comm is None and self._update_in_place(ref, doc, root):
+            return
+        super()._update_object(ref, doc, root, parent, comm)
+
+    def _update_in_place(self, ref: str, doc: Any, root: Any) -> bool:
+        """On a served page, make the figure already there equal to the new object's rendering
+        when the two have the same shape (the same lines and legend entries: a new result, a
+        new fit), instead of replacing it: the browser updates the figure it has rather than
+        building a new one (:mod:`explorer._bokeh_sync`). Whether it did; when it did not, the
+        replacement uses the rendering made here."""
+        current = self._plots.get(ref)
+        if current is None or self.object is None or doc is None:
+            return False
+        old_plot = current[0]
+        new_plot = self._render(doc, None, root)
+        try:
+            changes = None
+            if all(getattr(old_plot, k, None) == getattr(new_plot, k, None)
+                   for k in _PLOT_SIZING):
+                # The figure's own size is what the page's layout made of these: kept.
+                changes = _bokeh_sync.plan(old_plot.state, new_plot.state, theme=doc.theme,
+                                           keep=_PAGE_SET)
+            if changes is not None:
+                with pn.io.hold(doc):  # one message to the browser
+                    _bokeh_sync.apply(changes)
+                return True
+        except Exception:  # noqa: BLE001 - replaced instead, as without this shortcut
+            _log.warning("could not update a plot in place; replacing it", exc_info=True)
+        self._restore_plot = new_plot  # what Panel renders the replacement from
+        return False
 
     def render_ahead(self, doc: Any) -> bool:
         """Render this pane's plot for the next page that shows the same object, unless one is

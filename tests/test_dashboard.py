@@ -192,3 +192,39 @@ def test_a_rendering_ahead_is_only_taken_for_its_own_object():
     assert len(pool) == 2 and pa.cleaned and not pb.cleaned  # the oldest went, cleaned up
     pool.clear()
     assert len(pool) == 0 and pb.cleaned and pc.cleaned
+
+
+def test_a_new_plot_of_the_same_shape_updates_the_figure_on_the_page_in_place():
+    """A new result that changes values, fits and ranges but not the plot's lines updates the
+    figure the page has (the browser redraws it instead of building a new one); a new line
+    replaces it. Either way the page's document is the one a fresh page would show."""
+    import pandas as pd
+
+    from explorer import _plots
+    from explorer._example import load_example
+    from explorer._plotcache import RENDERED_AHEAD
+
+    RENDERED_AHEAD.clear()
+    frame, _ = load_example()
+    first = frame.iloc[0]
+    filters = dict(problem=first["problem"], horizon=int(first["horizon"]), target="loss",
+                   representations=("dict", "array"))
+    shown = _plots.select(frame, **filters)
+    slower = frame.copy()  # one case measured again, slower: values, a fit, a range change
+    row = shown.index[shown["representation"] == "dict"][-1]
+    slower.loc[row, "compile_s"] *= 3
+    measured = pd.concat([slower, slower.loc[[row]].assign(source="measured", id=1)],
+                         ignore_index=True)  # a new line beside the example's
+    for draw in (_plots.compile_time_plot, _plots.program_size_plot, _plots.runtime_plot):
+        before, after, new_line = (draw(f, **filters) for f in (frame, slower, measured))
+        doc, pane = _plot_pane_page(before)
+        ref = next(iter(pane._models))
+        figure = pane._models[ref][0]
+        pane.object = after
+        assert pane._models[ref][0] is figure, draw.__name__  # the same figure, updated
+        if draw is _plots.compile_time_plot:  # the change is in the page's own models
+            assert _document_json(doc) != _document_json(_plot_pane_page(before)[0])
+        assert _document_json(doc) == _document_json(_plot_pane_page(after)[0]), draw.__name__
+        pane.object = new_line
+        assert pane._models[ref][0] is not figure  # a line more: replaced
+        assert _document_json(doc) == _document_json(_plot_pane_page(new_line)[0])

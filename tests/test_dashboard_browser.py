@@ -165,6 +165,67 @@ def test_selection_stays_on_its_row_when_new_rows_arrive(page, served_app):
     _shot(page, "selection-kept.png")
 
 
+_COMPILE_FIGURE_JS = """() => {
+    // The compile-time figure drawn on the page: its id, the labels in its legend, and the
+    // state counts N of its points.
+    for (const view of Bokeh.index.all_views()) {
+        const m = view.model;
+        if (m.type !== 'Figure' || !view.el.isConnected) continue;
+        if (!(m.title && m.title.text.startsWith('Compile time'))) continue;
+        const labels = [], ns = new Set();
+        for (const legend of m.center.filter(r => r.type === 'Legend'))
+            for (const item of legend.items) labels.push(item.label.value);
+        for (const r of m.renderers) {
+            const data = r.data_source ? r.data_source.data : null;
+            const column = data instanceof Map ? data.get('n_states') : (data || {}).n_states;
+            for (const n of column || []) ns.add(Number(n));
+        }
+        return [m.id, labels, Array.from(ns).sort((a, b) => a - b)];
+    }
+    return null;
+}"""
+
+
+def _compile_figure_when(page, ready, timeout_s: float = 60):
+    """The compile-time figure (:data:`_COMPILE_FIGURE_JS`) once ``ready(labels, ns)``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = page.evaluate(_COMPILE_FIGURE_JS)
+        if found is not None and ready(found[1], found[2]):
+            return found
+        assert time.monotonic() < deadline, found
+        page.wait_for_timeout(100)
+
+
+def test_a_new_result_updates_the_plot_the_page_has(page, served_app):
+    """A result that adds points to lines already drawn updates the figures in place (the
+    browser does not build new ones); the points, fits and legend are the new ones."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    errors = _console_errors(page)
+    _open(page, served_app)
+    _set_number(page, "Horizon", 4)  # nothing measured at this horizon yet
+    run = page.get_by_role("button", name="Run", exact=True)
+    figures = []
+    for n in (2, 3, 4):
+        _set_number(page, "or any N", n)
+        run.click()
+        expect(page.get_by_text(re.compile(r"Run finished: 2 of 2"))).to_be_visible(
+            timeout=RUN_S)
+        figures.append(_compile_figure_when(
+            page, lambda labels, ns, n=n: len(labels) == 2 and n in ns))
+    (first, labels, ns), (second, *_), (third, last_labels, last_ns) = figures
+    assert labels == ["dict", "array"] and ns == [2]  # a new figure for the placeholder
+    assert second == first and third == first  # the same figure, updated twice
+    assert last_ns == [2, 3, 4]
+    # Three points per line now: the legend gives each its fitted exponent.
+    assert [label.split(" k=")[0] for label in last_labels] == ["dict", "array"]
+    assert all(" k=" in label for label in last_labels), last_labels
+    page.wait_for_timeout(1000)
+    _shot(page, "updated-in-place.png")
+    assert errors == []
+
+
 def test_bad_input_shows_an_alert_and_the_page_stays_alive(page, served_app):
     from playwright.sync_api import expect  # noqa: PLC0415
 

@@ -183,9 +183,9 @@ class PlotPane(pn.pane.HoloViews):
 
     def _update_in_place(self, ref: str, doc: Any, root: Any) -> bool:
         """On a served page, make the figure already there equal to the new object's rendering
-        when the two have the same shape (the same lines and legend entries: a new result, a
-        new fit), instead of replacing it: the browser updates the figure it has rather than
-        building a new one (:mod:`explorer._bokeh_sync`). Whether it did; when it did not, the
+        when the two have the same shape (the same axes and legend place: a new result, a new
+        fit, a new line), instead of replacing it: the browser updates the figure it has rather
+        than building a new one (:mod:`explorer._bokeh_sync`). Whether it did; when it did not, the
         replacement uses the rendering made here."""
         current = self._plots.get(ref)
         if current is None or self.object is None or doc is None:
@@ -198,7 +198,7 @@ class PlotPane(pn.pane.HoloViews):
                    for k in _PLOT_SIZING):
                 # The figure's own size is what the page's layout made of these: kept.
                 changes = _bokeh_sync.plan(old_plot.state, new_plot.state, theme=doc.theme,
-                                           keep=_PAGE_SET)
+                                           keep=_PAGE_SET, name=_plots.line_name)
             if changes is not None:
                 with pn.io.hold(doc):  # one message to the browser
                     _bokeh_sync.apply(changes)

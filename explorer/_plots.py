@@ -217,6 +217,15 @@ def _fit(part: pd.DataFrame, column: str) -> float | None:
     return found["k"]
 
 
+_FIT_SUFFIX = re.compile(r" k=\S+$")
+
+
+def line_name(label: str) -> str:
+    """The line a legend label names, without its fitted exponent, which changes with every
+    new point (``"dict example k=0.66"`` -> ``"dict example"``)."""
+    return _FIT_SUFFIX.sub("", label)
+
+
 def _fit_label(part: pd.DataFrame, column: str) -> str:
     k = _fit(part, column)
     return "" if k is None else f" k={format_exponent(k)}"

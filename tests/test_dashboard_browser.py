@@ -204,8 +204,25 @@ def test_a_new_result_updates_the_plot_the_page_has(page, served_app):
 
     errors = _console_errors(page)
     _open(page, served_app)
-    _set_number(page, "Horizon", 4)  # nothing measured at this horizon yet
     run = page.get_by_role("button", name="Run", exact=True)
+    # The first result beside the shipped example: its lines join the example's figure.
+    # (For grad: other tests of this module's server measure loss at this horizon.)
+    page.locator("#sidebar").get_by_role("button", name="grad", exact=True).click()
+    example, labels, ns = _compile_figure_when(
+        page, lambda labels, ns: [label.split(" k=")[0] for label in labels] == ["dict", "array"]
+        and 1000 in ns)
+    assert 2 not in ns  # nothing measured here yet: the example's lines alone
+    _set_number(page, "or any N", 2)
+    run.click()
+    expect(page.get_by_text(re.compile(r"Run finished: 2 of 2"))).to_be_visible(timeout=RUN_S)
+    beside, labels, ns = _compile_figure_when(page, lambda labels, ns: len(labels) == 4)
+    assert beside == example and 2 in ns
+    assert [label.split(" k=")[0] for label in labels] == [
+        "dict example", "dict", "array example", "array"], labels
+    _shot(page, "first-result-beside-the-example.png")
+
+    page.locator("#sidebar").get_by_role("button", name="loss", exact=True).click()
+    _set_number(page, "Horizon", 4)  # nothing measured at this horizon yet
     figures = []
     for n in (2, 3, 4):
         _set_number(page, "or any N", n)

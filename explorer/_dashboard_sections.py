@@ -361,12 +361,13 @@ class PlotsSection(_Section):
     def render_ahead(self) -> None:
         """Once the page has drawn: render its four plots again, one per turn of its event
         loop, for the next page that opens with the same plots (:class:`PlotPane`). That page
-        is sent about 0.1 s per plot sooner."""
+        is sent about 0.1 s per plot sooner. Stops when this page starts a run."""
         doc = pn.state.curdoc
         panes = list(self.panes)
 
         def next_one() -> None:
-            if not panes or self.model.session.closed:
+            # Never in the way of this page's own work: a Run pressed meanwhile stops it.
+            if not panes or self.model.session.closed or self.model.jobs.running:
                 return
             pane = panes.pop(0)
             try:

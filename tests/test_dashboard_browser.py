@@ -206,8 +206,11 @@ def test_a_new_result_updates_the_plot_the_page_has(page, served_app):
     _open(page, served_app)
     run = page.get_by_role("button", name="Run", exact=True)
     # The first result beside the shipped example: its lines join the example's figure.
-    # (For grad: other tests of this module's server measure loss at this horizon.)
+    # (For grad: other tests of this module's server measure loss at this horizon. A page
+    # opened on a store with rows shows the example when asked.)
     page.locator("#sidebar").get_by_role("button", name="grad", exact=True).click()
+    _set_number(page, "Horizon", 200)
+    page.locator(".bk-Checkbox", has_text="Show the shipped example sweep").locator("input").check()
     example, labels, ns = _compile_figure_when(
         page, lambda labels, ns: [label.split(" k=")[0] for label in labels] == ["dict", "array"]
         and 1000 in ns)

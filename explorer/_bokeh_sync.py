@@ -6,8 +6,8 @@ figure with a new one costs the server and, more, the browser (it builds every v
 figure again: about 0.2 s of the 0.5 s a result took to appear). :func:`plan` walks the live
 figure and the new one side by side and lists the property values that differ; when the two
 have the same shape (the same model types, wired the same way; a plot's renderers and a
-legend's items may gain or lose lines), setting those values makes the live figure equal to the new one,
-and Bokeh sends the browser only what changed (a new line's own models, no new figure). When
+legend's items may gain or lose lines), setting those values makes the live figure equal to
+the new one, and Bokeh sends the browser only what changed (a new line's own models, no new figure). When
 the shape differs otherwise (log axes for a placeholder's plain ones, a legend moved),
 :func:`plan` says so and the caller replaces the figure.
 
@@ -127,7 +127,7 @@ class _Planner:
     def lined_up(self, live: Model, name: str, old: list[Model], new: list[Model]) -> None:
         """A list of models that gained or lost items (a line more in the plot): line the two
         up by :func:`_identity`, match the items found in both, and note the list to set,
-        with the items only the new one has (moved to the page, :meth:`adopt`)."""
+        with the items only the new one has (they join the page: :meth:`finish`)."""
         matcher = difflib.SequenceMatcher(
             None, [_identity(m, self.name) for m in old], [_identity(m, self.name) for m in new],
             autojunk=False)

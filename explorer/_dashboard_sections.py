@@ -185,8 +185,8 @@ class PlotPane(pn.pane.HoloViews):
         """On a served page, make the figure already there equal to the new object's rendering
         when the two have the same shape (the same axes and legend place: a new result, a new
         fit, a new line), instead of replacing it: the browser updates the figure it has rather
-        than building a new one (:mod:`explorer._bokeh_sync`). Whether it did; when it did not, the
-        replacement uses the rendering made here."""
+        than building a new one (:mod:`explorer._bokeh_sync`). Whether it did; when it did
+        not, the replacement uses the rendering made here."""
         current = self._plots.get(ref)
         if current is None or self.object is None or doc is None:
             return False

@@ -85,13 +85,13 @@ class _RenderedAhead:
     def __init__(self, size: int = 8):
         self._size = size
         self._lock = threading.Lock()
+        # (id(obj), key) -> (obj, rendering). The entry holds ``obj``: its id stays its own.
         self._items: collections.OrderedDict[tuple, tuple[Any, Any]] = collections.OrderedDict()
 
     def wants(self, obj: Any, key: Any) -> bool:
         """Whether no rendering of ``obj`` (under ``key``) is waiting."""
         with self._lock:
-            item = self._items.get((id(obj), key))
-            return item is None or item[0] is not obj
+            return (id(obj), key) not in self._items
 
     def put(self, obj: Any, key: Any, rendered: Any) -> None:
         evicted = []
@@ -109,12 +109,7 @@ class _RenderedAhead:
         """The rendering of ``obj`` waiting under ``key`` (removed), else ``None``."""
         with self._lock:
             item = self._items.pop((id(obj), key), None)
-        if item is None:
-            return None
-        if item[0] is not obj:  # another object, since gone, had the same id
-            _cleanup(item[1])
-            return None
-        return item[1]
+        return None if item is None else item[1]
 
     def clear(self) -> None:
         with self._lock:

@@ -28,6 +28,47 @@ def test_the_view_builds_without_a_server(tmp_path, executor):
         view.model.close()
 
 
+def test_a_served_page_is_the_page_panel_builds_with_its_models_worked_out_once(
+        tmp_path, executor, monkeypatch):
+    """The served page's template keeps Bokeh from working out the document's set of models
+    again after each step of the build (explorer._dashboard._PageTemplate.server_doc): the
+    document must be the one Panel builds without that, model by model, and every model on
+    the page must know its document."""
+    import bokeh.document.models as bokeh_models
+    from bokeh.document import Document
+
+    import explorer
+    from explorer._dashboard import _PageTemplate
+
+    recomputed = []
+    plain_recompute = bokeh_models.DocumentModelManager.recompute
+
+    def counting(self):
+        recomputed.append(self)
+        return plain_recompute(self)
+
+    monkeypatch.setattr(bokeh_models.DocumentModelManager, "recompute", counting)
+    built = {}
+    for frozen in (True, False):
+        view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor, n_states=10)
+        try:
+            template, doc = view._page(), Document()
+            recomputed.clear()
+            if frozen:
+                template.server_doc(doc)
+            else:
+                super(_PageTemplate, template).server_doc(doc)
+            built[frozen] = doc, len(recomputed)
+            reachable = set().union(*(root.references() for root in doc.roots))
+            assert set(doc.models) == reachable
+            assert all(model.document is doc for model in reachable)
+        finally:
+            view.model.close()
+    (frozen_doc, frozen_count), (plain_doc, plain_count) = built[True], built[False]
+    assert frozen_count == 1 < plain_count
+    assert _document_json(frozen_doc) == _document_json(plain_doc)
+
+
 def test_program_text_is_escaped_never_markup():
     from explorer._dashboard import program_html
 
@@ -88,7 +129,9 @@ def test_a_page_closed_mid_update_is_one_quiet_line_and_other_errors_still_reach
 def _document_json(doc) -> str:
     """``doc``'s models as one canonical text: every property's value (set or default, so
     a value set to its default equals the default), models numbered in the order they are
-    first met, arrays by content, Panel's generated names (``Row01078``) left out."""
+    first met, arrays by content, what is new in each build left out: Panel's generated names
+    (``Row01078``), model ids in template markup (``__ref:p1766``), template areas' and
+    links' ``id()``s, uuids."""
     import json
     import re
     import warnings
@@ -104,6 +147,9 @@ def _document_json(doc) -> str:
         seen[id(m)] = len(seen)
         props = {}
         for name in sorted(m.properties()):
+            if name == "tags" and type(m).__name__ == "CustomJS":
+                props[name] = "LINK IDS"  # Panel's links tag their callbacks with id()s
+                continue
             try:
                 props[name] = plain(getattr(m, name))
             except Exception as err:  # noqa: BLE001 - a property with no value yet
@@ -113,6 +159,8 @@ def _document_json(doc) -> str:
     def plain(x):
         if isinstance(x, Model):
             return model(x)
+        if isinstance(x, np.ndarray) and x.dtype == object:
+            return ["array", "object", list(x.shape), [plain(v) for v in x.tolist()]]
         if isinstance(x, np.ndarray):
             return ["array", str(x.dtype), list(x.shape), np.ascontiguousarray(x).tobytes().hex()]
         if isinstance(x, dict):
@@ -123,6 +171,12 @@ def _document_json(doc) -> str:
             return "nan"
         if isinstance(x, str) and re.fullmatch(r"[A-Za-z]+\d{5}", x):
             return "NAME"
+        if isinstance(x, str) and re.fullmatch(r"__ref:p\d+", x):  # a model's id, per build
+            return "MODEL ID"
+        if isinstance(x, str) and re.fullmatch(r"[a-z]+-\d{9,}", x):  # a template area's id()
+            return x.split("-")[0] + "-ID"
+        if isinstance(x, str) and re.fullmatch(r"[0-9a-f]{32}", x):  # a uuid
+            return "UUID"
         if isinstance(x, (str, int, float, bool)) or x is None:
             return x
         return repr(x)

@@ -111,7 +111,7 @@ class _PageTemplate(pn.template.VanillaTemplate):
         complete. Bokeh works that set out again (a walk over every model of the page) each
         time a root is added, a design applied or a JavaScript callback attached: twelve
         times while Panel builds this page, a third of the server's time building it."""
-        document = doc or pn.state.curdoc
+        document = doc if doc is not None else pn.state.curdoc
         if document is None:
             return super().server_doc(doc, title, location)
         frozen = document.models.freeze()

@@ -12,6 +12,7 @@ import asyncio
 import gc
 import logging
 import os
+import re
 import signal
 import urllib.parse
 import weakref
@@ -97,6 +98,12 @@ def _served() -> bool:
 
 
 
+# Panel 1.10 shares a page's stylesheet models through each model's document, which a model
+# only learns when the set is worked out: built frozen there, the page gets a stylesheet model
+# per component (465 models instead of 378). Checked equal, model by model, on Panel 1.9.
+_FREEZE_WHILE_BUILDING = tuple(map(int, re.findall(r"\d+", pn.__version__)[:2])) < (1, 10)
+
+
 class _PageTemplate(pn.template.VanillaTemplate):
     """The served page: Panel's plain template and its native design, which the browser draws
     faster than Bootstrap's (the first render and every redrawn plot about 0.05 s sooner on two
@@ -112,7 +119,7 @@ class _PageTemplate(pn.template.VanillaTemplate):
         time a root is added, a design applied or a JavaScript callback attached: twelve
         times while Panel builds this page, a third of the server's time building it."""
         document = doc if doc is not None else pn.state.curdoc
-        if document is None:
+        if document is None or not _FREEZE_WHILE_BUILDING:
             return super().server_doc(doc, title, location)
         frozen = document.models.freeze()
         frozen.__enter__()

@@ -97,7 +97,6 @@ def _served() -> bool:
     return doc is not None and doc.session_context is not None
 
 
-
 # Panel 1.10 shares a page's stylesheet models through each model's document, which a model
 # only learns when the set is worked out: built frozen there, the page gets a stylesheet model
 # per component (465 models instead of 378). Checked equal, model by model, on Panel 1.9.
@@ -117,7 +116,9 @@ class _PageTemplate(pn.template.VanillaTemplate):
         """The page's document, with the set of its models worked out once, when the page is
         complete. Bokeh works that set out again (a walk over every model of the page) each
         time a root is added, a design applied or a JavaScript callback attached: twelve
-        times while Panel builds this page, a third of the server's time building it."""
+        times while Panel builds this page, a third of the server's time building it. On Panel
+        1.9 only (:data:`_FREEZE_WHILE_BUILDING`); on newer Panel the page is built as Panel
+        builds it."""
         document = doc if doc is not None else pn.state.curdoc
         if document is None or not _FREEZE_WHILE_BUILDING:
             return super().server_doc(doc, title, location)

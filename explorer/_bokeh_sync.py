@@ -4,7 +4,8 @@ A new result changes a plot's data, fitted exponents (legend labels), ticks and 
 rarely its shape: the same lines, the same legend entries, the same tools. Replacing the page's
 figure with a new one costs the server and, more, the browser (it builds every view of the new
 figure again: about 0.2 s of the 0.5 s a result took to appear). :func:`plan` walks the live
-figure and the new one side by side and lists the property values that differ; when the two
+figure and the new one side by side and lists the property values that differ (of the
+properties either model holds a value of: the rest are both their class's default); when the two
 have the same shape (the same model types, wired the same way; a plot's renderers and a
 legend's items may gain or lose lines), setting those values makes the live figure equal to
 the new one, and Bokeh sends the browser only what changed (a new line's own models, no new figure). When
@@ -77,6 +78,28 @@ def _skipped(model: Model, name: str) -> bool:
     return isinstance(descriptor, AliasPropertyDescriptor) or descriptor.readonly
 
 
+def _held(model: Model) -> set[str] | None:
+    """The properties ``model`` holds a value of: set, styled by a theme, or a default made for
+    it on first reading (a list, a dict, a model: it may have been changed in place since);
+    ``None`` when this Bokeh keeps them otherwise."""
+    try:
+        held = (set(model._property_values) | set(model._unstable_default_values)
+                | set(model._unstable_themed_values))
+    except AttributeError:
+        return None
+    return held | set(model.themed_values() or ())
+
+
+def _compared(live: Model, new: Model) -> set[str]:
+    """The properties of two models of one type that can differ. Any other is, on both, its
+    class's default, untouched (about nine in ten of a figure's properties, and reading a
+    default is most of the cost of comparing all of them)."""
+    held_live, held_new = _held(live), _held(new)
+    if held_live is None or held_new is None:
+        return set(live.properties())
+    return held_live | held_new
+
+
 def _models_only(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, Model) for v in value)
 
@@ -112,7 +135,7 @@ class _Planner:
             raise _Mismatch(f"{type(live).__name__} is wired differently")
         self.pairs[id(new)], self.paired[id(live)] = live, new
         keep = self.keep.get(id(live), ())
-        for name in sorted(live.properties()):
+        for name in sorted(_compared(live, new)):
             if name in keep or _skipped(live, name):
                 continue
             old_value, new_value = getattr(live, name), getattr(new, name)

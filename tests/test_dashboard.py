@@ -189,13 +189,16 @@ def _document_json(doc) -> str:
         return json.dumps([model(root) for root in doc.roots], sort_keys=True)
 
 
+_PANE_OPTIONS = dict(sizing_mode="stretch_width", min_height=340, linked_axes=False)
+
+
 def _plot_pane_page(obj):
     from bokeh.document import Document
 
     from explorer._dashboard_sections import PlotPane
 
     doc = Document()
-    pane = PlotPane(obj, sizing_mode="stretch_width", min_height=340, linked_axes=False)
+    pane = PlotPane(obj, **_PANE_OPTIONS)
     doc.add_root(pane.get_root(doc))  # a served page's pane: no comm
     return doc, pane
 
@@ -246,6 +249,96 @@ def test_a_plot_rendered_ahead_is_the_plot_the_next_page_would_render():
             assert _document_json(again) == _document_json(rendered_here)
     finally:
         RENDERED_AHEAD.clear()
+
+
+def test_an_update_in_place_compares_what_a_full_comparison_would_find_different():
+    """explorer._bokeh_sync.plan compares only the properties either figure holds a value of
+    (set, themed or made on reading); the others are both their class's default. It must list
+    the very settings a comparison of every property lists (the path it falls back to when
+    Bokeh keeps values otherwise), for values, a line more and a line less, on every kind of
+    plot the page updates in place."""
+    import pandas as pd
+    from bokeh.themes import Theme
+
+    from explorer import _bokeh_sync, _plots
+    from explorer._dashboard_sections import _PAGE_SET, PlotPane
+    from explorer._example import load_example
+
+    frame, rollouts = load_example()
+    first = frame.iloc[0]
+    filters = dict(problem=first["problem"], horizon=int(first["horizon"]), target="loss",
+                   representations=("dict", "array"))
+    slower = frame.assign(compile_s=frame["compile_s"] * 1.5,
+                          hlo_pre_bytes=frame["hlo_pre_bytes"] * 2, run_s=frame["run_s"] * 0.5)
+    measured = pd.concat([slower, slower.iloc[[0]].assign(source="measured", id=1)],
+                         ignore_index=True)
+    reps = {str(k): v for k, v in rollouts.items()}
+    kinds = [(draw, [draw(d, **filters) for d in (frame, measured, slower)])
+             for draw in (_plots.compile_time_plot, _plots.program_size_plot, _plots.runtime_plot)]
+    kinds.append((_plots.rollout_plot, [_plots.rollout_plot(_plots.rollout_frame(
+        dict(list(reps.items())[:k]))) for k in (1, 2, 1)]))
+    theme = Theme(json={"attrs": {"Axis": {"axis_label_text_font_size": "15px"}}})
+
+    def settings(changes):
+        return [(type(m).__name__, name, _document_json_value(v)) for m, name, v in changes]
+
+    checked = 0
+    for draw, objs in kinds:
+        for before, after in zip(objs, objs[1:]):
+            doc, pane = _plot_pane_page(before)
+            doc.theme = theme
+            live = pane._plots[next(iter(pane._models))][0].state
+            pane.object = after  # updated in place...
+            pane.object = before  # ...and back: ``live`` shows ``before`` again
+            plans = []
+            for full in (False, True):
+                new = PlotPane(after, **_PANE_OPTIONS)._render(
+                    doc, None, None).state
+                held = _bokeh_sync._held
+                _bokeh_sync._held = (lambda model: None) if full else held
+                try:
+                    changes = _bokeh_sync.plan(live, new, theme=doc.theme, keep=_PAGE_SET,
+                                               name=_plots.line_name)
+                finally:
+                    _bokeh_sync._held = held
+                plans.append(None if changes is None else settings(changes))
+            assert plans[0] is not None and plans[0] == plans[1], draw.__name__
+            checked += bool(plans[0])
+    assert checked == 2 * len(kinds)  # the renderings did differ
+
+
+def test_an_update_in_place_finds_a_change_inside_a_default_model():
+    """A model made as a property's default on first reading (a figure's toolbar) and changed
+    since is compared though the property itself was never set."""
+    from bokeh.models import Range1d
+    from bokeh.plotting import figure
+
+    from explorer import _bokeh_sync
+
+    live, new = figure(), figure()
+    live.x_range, new.x_range = Range1d(0, 1), Range1d(0, 1)  # held by both: compared
+    new.toolbar.autohide = True  # ``toolbar``: the default only ``new`` made
+    new.x_range.end = 2
+    changes = _bokeh_sync.plan(live, new)
+    assert {(type(m).__name__, name, value) for m, name, value in changes} == {
+        ("Toolbar", "autohide", True), ("Range1d", "end", 2)}
+    assert all(m is live.toolbar or m is live.x_range for m, _, _ in changes)
+
+
+def _document_json_value(value):
+    """A setting's value as plain data (a model by its type)."""
+    import numpy as np
+    from bokeh.model import Model
+
+    if isinstance(value, Model):
+        return type(value).__name__
+    if isinstance(value, np.ndarray):
+        return ["array", str(value.dtype), value.tolist()]
+    if isinstance(value, dict):
+        return {str(k): _document_json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_document_json_value(v) for v in value]
+    return repr(value)
 
 
 def test_a_rendering_ahead_is_only_taken_for_its_own_object():

@@ -94,7 +94,9 @@ class PlotView(param.Parameterized):
                                                         "representations"])
         self.controls.param.watch(self._follow_target, "target")
         self.results.param.watch(self._view_changed, "frame")
-        self.results.param.watch(self.refresh_rollouts, "frame")
+        # After the redraw the same new rows ask for (on a page: the next turn), so a new
+        # result's compile-time plot does not wait for the trajectories to be looked up.
+        self.results.param.watch(lambda _: self.session.post(self.refresh_rollouts), "frame")
         self.param.watch(self._view_changed, ["stage", "show_target", "rollout_states",
                                               "presenter"])
         self.refresh_rollouts()

@@ -55,6 +55,13 @@ _CANVAS = {"plot.output_backend": "canvas"}
 
 N_DIM = hv.Dimension("n_states", label="state count N")
 
+# A hovered point gets a dark outline. Given always, this also keeps a plot's figure the same
+# shape whether its points have one colour or several: Bokeh gives a point glyph a hover glyph
+# only when a hover style is given, and HoloViews gives one for a colour column with more than
+# one value. One figure for both, a new line updates the page's figure in place
+# (explorer._bokeh_sync) instead of replacing it.
+_HOVERED = dict(hover_line_color="#222222", hover_line_width=2)
+
 
 def _bokeh() -> None:
     """Register HoloViews' Bokeh options (done on first plot, not on import: the Bokeh plotting
@@ -279,7 +286,7 @@ class _Figure:
         entries = len({c.label for c in self.curves})
         options = {
             "Scatter": dict(color="color", alpha="alpha", size=7, tools=["hover"],
-                            hover_tooltips=self.tooltips, show_legend=False),
+                            hover_tooltips=self.tooltips, show_legend=False, **_HOVERED),
             "Overlay": _opts(title=title, logx=True, logy=True, **_legend(entries),
                              xticks=_ticks_for(points["n_states"]) or None,
                              yticks=_ticks_for(points[self.y.name]) or None),
@@ -510,7 +517,7 @@ def rollout_plot(frame: pd.DataFrame, *, title: str = "Rollout trajectories",
     scatter = hv.Scatter(pd.concat(marks, ignore_index=True), x,
                          [y, "representation", "state", "color", "marker"]).opts(
         backend="bokeh", color="color", marker="marker", size=8, tools=["hover"],
-        hover_tooltips=tooltips, show_legend=False)
+        hover_tooltips=tooltips, show_legend=False, **_HOVERED)
     # Each trajectory named at its end: the legend says which representation, this which state.
     last = frame[frame["step"] == frame["step"].max()].drop_duplicates("state")
     names = hv.Labels(pd.DataFrame({"step": last["step"].to_numpy(float),
@@ -574,7 +581,7 @@ def run_ratio_plot(table: pd.DataFrame | None, metric: str = "compile_s") -> hv.
         return placeholder(title, "No positive ratios to show on log axes.")
     every = pd.concat(points, ignore_index=True)
     scatter = hv.Scatter(every, N_DIM, [y, "representation", "color"]).opts(
-        backend="bokeh", color="color", size=7, tools=["hover"], show_legend=False)
+        backend="bokeh", color="color", size=7, tools=["hover"], show_legend=False, **_HOVERED)
     same = hv.HLine(1.0).opts(backend="bokeh", color="#888888", line_dash="dashed",
                               line_width=1)
     ratios = pd.concat([every["ratio"], pd.Series([1.0])])

@@ -251,6 +251,37 @@ def test_a_plot_rendered_ahead_is_the_plot_the_next_page_would_render():
         RENDERED_AHEAD.clear()
 
 
+def test_one_line_and_two_are_the_same_figure_updated_in_place():
+    """A plot's points in one colour (one representation ticked; trajectories of one
+    representation so far) and in several make the same figure: a line more or less updates the
+    page's figure in place instead of replacing it (HoloViews gave a hover glyph to points of
+    several colours only, so the two differed), and the page shows what a fresh one would."""
+    from explorer import _plots
+    from explorer._example import load_example
+
+    frame, rollouts = load_example()
+    first = frame.iloc[0]
+    filters = dict(problem=first["problem"], horizon=int(first["horizon"]), target="loss")
+    one, two = ("dict",), ("dict", "array")
+    found = list(rollouts.values())
+    trajectories = {k: _plots.rollout_frame(dict(zip(reps, found))) for k, reps in
+                    (("one", one), ("two", two))}
+    kinds = [(draw.__name__, [draw(frame, representations=reps, **filters) for reps in
+                              (one, two, one)])
+             for draw in (_plots.compile_time_plot, _plots.program_size_plot,
+                          _plots.runtime_plot)]
+    kinds.append(("rollout_plot", [_plots.rollout_plot(trajectories[k])
+                                   for k in ("one", "two", "one")]))
+    for name, objs in kinds:
+        doc, pane = _plot_pane_page(objs[0])
+        ref = next(iter(pane._models))
+        figure = pane._models[ref][0]
+        for obj in objs[1:]:
+            pane.object = obj
+            assert pane._models[ref][0] is figure, name  # updated, not replaced
+            assert _document_json(doc) == _document_json(_plot_pane_page(obj)[0]), name
+
+
 def test_an_update_in_place_compares_what_a_full_comparison_would_find_different():
     """explorer._bokeh_sync.plan compares only the properties either figure holds a value of
     (set, themed or made on reading); the others are both their class's default. It must list

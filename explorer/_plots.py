@@ -98,7 +98,7 @@ def log_ticks(lo: float, hi: float, max_ticks: int = 8) -> list[tuple[float, str
 
     Bokeh's own log ticker labels only whole decades: under one decade an axis shows no label
     at all (N = 10, 20 bare; nothing below 1 s) or crowded ``3.500e+5`` ones. Here: powers of
-    ten when the range spans several decades, else 1-2-5 steps, else the ends themselves; labels
+    ten when the range spans several decades, else 1-2-5 steps, else even steps; labels
     in plain figures (``0.05``, ``20``, ``300k``, ``2M``).
     """
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi <= 0:
@@ -113,22 +113,26 @@ def log_ticks(lo: float, hi: float, max_ticks: int = 8) -> list[tuple[float, str
     if len(ticks) > max_ticks:  # many decades: every other power of ten
         step = -(-len(ticks) // max_ticks)
         ticks = ticks[::step]
-    if len(ticks) < 2:  # a range narrower than any 1-1.5-2-3-5-7 step: label its ends
-        ticks = _inner_ends(lo, hi)
+    if len(ticks) < 3:  # under a factor of about three: even steps (2, 3, 4; 0.142 ... 0.148)
+        ticks = _even_ticks(lo, hi)
     return [(v, _tick_label(v)) for v in ticks]
 
 
-def _inner_ends(lo: float, hi: float) -> list[float]:
-    """Two round figures inside ``[lo, hi]``, as close to its ends as the range's own width
-    allows (``0.141``, ``0.148`` for 0.1412..0.1486); one value alone is its own tick."""
+def _even_ticks(lo: float, hi: float) -> list[float]:
+    """At least three round figures in ``[lo, hi]`` an even 1, 2 or 5 (times a power of ten)
+    apart, the widest such step; one value alone is its own tick."""
     if hi - lo <= 1e-9 * hi:
         return [lo]
-    step = 10.0 ** np.floor(np.log10(hi - lo))
+    exponent = int(np.floor(np.log10(hi - lo)))
     while True:
-        a, b = np.ceil(lo / step) * step, np.floor(hi / step) * step
-        if a < b:
-            return [float(f"{a:.12g}"), float(f"{b:.12g}")]
-        step /= 10
+        for m in (5, 2, 1):
+            step = m * 10.0 ** exponent
+            first = np.ceil(lo * (1 - 1e-9) / step)
+            ticks = [float(f"{k * step:.12g}") for k in range(int(first), int(first) + 12)
+                     if k * step <= hi * (1 + 1e-9)]
+            if len(ticks) >= 3:
+                return ticks
+        exponent -= 1
 
 
 def _tick_label(value: float) -> str:

@@ -209,15 +209,21 @@ def test_export_html_is_one_standalone_file():
 @pytest.mark.parametrize("lo, hi", [(10, 20), (0.05, 0.9), (0.211, 0.399), (2.9e3, 3.5e5),
                                     (1e-4, 10), (1, 1e9), (3, 3000),
                                     # one N, compile times a few per cent apart
-                                    (0.141, 0.148), (0.1412, 0.1486), (123456, 123999)])
+                                    (0.141, 0.148), (0.1412, 0.1486), (123456, 123999),
+                                    (2, 4), (2, 3), (350000, 400000)])
 def test_log_ticks_label_every_range_readably(lo, hi):
     ticks = _plots.log_ticks(lo, hi)
-    assert 2 <= len(ticks) <= 8
+    assert 3 <= len(ticks) <= 8
     values = [v for v, _ in ticks]
     assert values == sorted(values) and all(lo * 0.99 <= v <= hi * 1.01 for v in values)
     labels = [label for _, label in ticks]
     assert len(set(labels)) == len(labels)
     assert not any("e+" in label or len(label) > 6 for label in labels), labels
+
+
+def test_log_ticks_of_a_few_small_n_label_each():
+    # N = 2, 3, 4 measured: each labelled (the finest log steps gave 2 and 3 only).
+    assert _plots.log_ticks(2, 4) == [(2.0, "2"), (3.0, "3"), (4.0, "4")]
 
 
 def test_log_ticks_of_one_value_label_that_value():

@@ -232,10 +232,12 @@ class PlotView(param.Parameterized):
     # -- which trajectories ------------------------------------------------------------
     def refresh_rollouts(self, *events: param.parameterized.Event) -> None:
         """Pick the trajectories to draw: at the chosen N if captured there, else at the most
-        recent N that has them; the latest row per representation."""
+        recent N that has them; per representation, those of its latest row that has them (a
+        case measured again shows its earlier trajectories, the same numbers, until its new
+        row's arrive: its line does not vanish while they are captured)."""
         c = self.controls
         rows = _plots.select(self.results.frame, problem=c.problem, horizon=c.horizon,
-                             unroll=c.unroll)
+                             unroll=c.unroll, latest=False)
         data: dict[str, tuple[list[str], np.ndarray]] = {}
         chosen = None
         ticked = list(c.representations or ())

@@ -169,8 +169,9 @@ def color_of(representation: str) -> str:
 
 def select(df: pd.DataFrame, *, problem: str | None = None, horizon: int | None = None,
            unroll: int | None = None, target: str | None = None,
-           representations: Sequence[str] | None = None) -> pd.DataFrame:
-    """The ``ok`` rows matching the filters (``None`` keeps all), latest row per case."""
+           representations: Sequence[str] | None = None, latest: bool = True) -> pd.DataFrame:
+    """The ``ok`` rows matching the filters (``None`` keeps all), oldest first: the latest row
+    per case, or every one when not ``latest``."""
     if df is None or df.empty:
         return pd.DataFrame(columns=list(df.columns) if df is not None else [])
     out = df[df["status"] == "ok"] if "status" in df else df
@@ -185,6 +186,8 @@ def select(df: pd.DataFrame, *, problem: str | None = None, horizon: int | None 
     order = "finished_at" if "finished_at" in out else None
     if order is not None:
         out = out.sort_values(order, kind="stable", na_position="first")
+    if not latest:
+        return out.copy()
     keys = [k for k in _CASE_KEYS if k in out]
     return out.drop_duplicates(keys, keep="last").copy()
 

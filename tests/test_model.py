@@ -129,6 +129,43 @@ def test_run_measures_stores_and_plots(model):
     assert b"compile_s" in model.results.csv_bytes().splitlines()[0]
 
 
+def test_a_case_measured_again_keeps_its_trajectories_until_the_new_ones_arrive(tmp_path,
+                                                                               executor):
+    """A Run of a case measured before: its new row comes first, its trajectories a moment
+    later. Meanwhile the rollout plot keeps the case's earlier trajectories (the same numbers)
+    instead of dropping its line and saying it has none; then it shows the new row's."""
+    import numpy as np
+
+    from explorer._example import load_example
+
+    frame, rollouts = load_example()
+    case = frame[frame["id"].isin(list(rollouts))].iloc[0]
+    names, values = rollouts[int(case["id"])]
+    m = ExplorerModel(store=tmp_path / "results.sqlite", executor=executor,
+                      problem=case["problem"], n_states=int(case["n_states"]),
+                      horizon=int(case["horizon"]), target=case["target"],
+                      representations=[case["representation"]])
+    m.results.show_example = False
+    rep = case["representation"]
+    row = {k: (None if isinstance(v, float) and v != v else v)
+           for k, v in case.drop(["id", "source"]).to_dict().items()}
+    try:
+        for run, scale in ((1, 1.0), (2, 2.0)):
+            m.results.add_row(dict(row, finished_at=time.time() + run))  # the row comes...
+            assert len(_measured(m)) == run
+            if run == 2:  # ...the case's earlier trajectories stay meanwhile
+                assert rep in m.view._rollout_data, m.view.rollout_note
+                assert "No trajectory" not in m.view.rollout_note
+                assert np.array_equal(m.view._rollout_data[rep][1], values)
+            new_id = int(_measured(m)["id"].max())  # ...then its trajectories
+            m.results.add_rollout(new_id, (list(names), np.asarray(values) * scale))
+            m.view.refresh_rollouts()
+            assert np.array_equal(m.view._rollout_data[rep][1], np.asarray(values) * scale)
+            assert _labels(m.view.rollout_plot()) == [rep]
+    finally:
+        m.close()
+
+
 def test_bad_input_shows_an_alert_and_never_raises(model):
     for change, word in ((dict(n_states=20_000), "n_states"), (dict(n_states=0), "n_states"),
                          (dict(horizon=0), "horizon"), (dict(representations=[]), "representation"),

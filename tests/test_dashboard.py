@@ -311,7 +311,7 @@ def test_an_update_in_place_compares_what_a_full_comparison_would_find_different
     theme = Theme(json={"attrs": {"Axis": {"axis_label_text_font_size": "15px"}}})
 
     def settings(changes):
-        return [(type(m).__name__, name, _document_json_value(v)) for m, name, v in changes]
+        return [(type(m).__name__, name, _plain_value(v)) for m, name, v in changes]
 
     checked = 0
     for draw, objs in kinds:
@@ -323,8 +323,7 @@ def test_an_update_in_place_compares_what_a_full_comparison_would_find_different
             pane.object = before  # ...and back: ``live`` shows ``before`` again
             plans = []
             for full in (False, True):
-                new = PlotPane(after, **_PANE_OPTIONS)._render(
-                    doc, None, None).state
+                new = PlotPane(after, **_PANE_OPTIONS)._render(doc, None, None).state
                 held = _bokeh_sync._held
                 _bokeh_sync._held = (lambda model: None) if full else held
                 try:
@@ -356,7 +355,7 @@ def test_an_update_in_place_finds_a_change_inside_a_default_model():
     assert all(m is live.toolbar or m is live.x_range for m, _, _ in changes)
 
 
-def _document_json_value(value):
+def _plain_value(value):
     """A setting's value as plain data (a model by its type)."""
     import numpy as np
     from bokeh.model import Model
@@ -366,9 +365,9 @@ def _document_json_value(value):
     if isinstance(value, np.ndarray):
         return ["array", str(value.dtype), value.tolist()]
     if isinstance(value, dict):
-        return {str(k): _document_json_value(v) for k, v in value.items()}
+        return {str(k): _plain_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_document_json_value(v) for v in value]
+        return [_plain_value(v) for v in value]
     return repr(value)
 
 

@@ -7,10 +7,12 @@ machines in, opt in explicitly, e.g. ``--address 0.0.0.0 --allow-websocket-origi
 Results go to ``$PYTREE_EXPLORER_DB`` (default ``~/.local/share/pytree-explorer/results.sqlite``).
 To measure on a Dask cluster, set ``$PYTREE_EXPLORER_SCHEDULER`` (``tcp://HOST:PORT``) and, to
 allow more than one measurement at once per host, ``$PYTREE_EXPLORER_PER_HOST``
-(``pytree-explorer serve --scheduler ... --per-host ...`` does the same).
+(``pytree-explorer serve --scheduler ... --per-host ...`` does the same). To cap the memory of
+the worker every page shares (CPU; a case that needs more is stored as out of memory), set
+``$PYTREE_EXPLORER_WORKER_MEMORY`` to a number of GiB (``pytree-explorer serve --worker-memory``).
 """
 
 import explorer
-from explorer._dashboard import cluster_from_environment
+from explorer._dashboard import settings_from_environment
 
-explorer.dashboard(**cluster_from_environment()).servable(title="PyTree Compile Explorer")
+explorer.dashboard(**settings_from_environment()).servable(title="PyTree Compile Explorer")

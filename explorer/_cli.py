@@ -93,6 +93,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _gib(text: str) -> float:
+    """A memory limit in GiB (at least what a worker needs to start)."""
+    from ._worker import memory_limit_bytes  # noqa: PLC0415
+
+    try:
+        return memory_limit_bytes(text, what="worker-memory") / 2**30
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="pytree-explorer",
                      description="Measure what the shape of your JAX state costs to compile.")
@@ -212,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Dask scheduler: every page measures on that cluster (reached now)")
     sv.add_argument("--per-host", type=_one_int("per-host", 1, 1024), default=1,
                     help="on a cluster, measurements at once per host (default 1)")
+    sv.add_argument("--worker-memory", type=_gib, default=None, metavar="GIB",
+                    help="cap the memory of the worker every page shares (CPU only; at least "
+                         "2): a case that needs more is stored as out of memory, the machine "
+                         "keeps its memory (default: no cap)")
 
     add("problems", "list the problems")
     add("representations", "list the representations")
@@ -418,7 +432,7 @@ def _main(args: argparse.Namespace) -> int:
             from ._dashboard import serve  # noqa: PLC0415 - Panel only for this command
 
             serve(address=args.address, port=args.port, scheduler=args.scheduler,
-                  per_host=args.per_host)
+                  per_host=args.per_host, worker_memory_gib=args.worker_memory)
             return 0
         if args.command == "problems":
             from ._problems import problems  # noqa: PLC0415

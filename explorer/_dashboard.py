@@ -36,6 +36,7 @@ from ._dashboard_sections import (
 from ._model import ExplorerModel
 from ._model_view import query_flag
 from ._plotcache import warm_plotting
+from ._worker import WORKER_MEMORY_ENV, limit_shared_worker, memory_limit_bytes
 
 __all__ = ["Dashboard", "ExplorerModel", "dashboard", "program_html"]
 
@@ -291,18 +292,25 @@ def _quiet_closed_pages(loop: asyncio.AbstractEventLoop | None = None) -> None:
 
 
 def dashboard(problems: Any = (), *, scheduler: Any = None, per_host: int = 1,
-              **params: Any) -> Dashboard:
+              worker_memory_gib: float | None = None, **params: Any) -> Dashboard:
     """The explorer as a Panel component: ``explorer.dashboard()`` in a notebook (after
     ``pn.extension()``), or ``.servable()`` in an app. Keyword arguments set the model's
     parameters (``problem``, ``n_states``, ``representations``...) or pass ``store`` /
     ``executor``; ``problems`` lists your own (:func:`explorer.define_problem`), shown in the
     problem menu beside the built-in ones. ``scheduler`` (a Dask scheduler address such as
     ``tcp://host:8786``, or a ``distributed.Client``) measures on that cluster, at most
-    ``per_host`` cases at once per host; a one-line ``ValueError`` if nothing answers there."""
+    ``per_host`` cases at once per host; a one-line ``ValueError`` if nothing answers there.
+    ``worker_memory_gib`` limits the memory of the worker this process's pages share (CPU
+    only; a case that needs more is stored as out of memory); ``None`` leaves it as it is."""
     from ._problems import register  # noqa: PLC0415
 
     for problem in problems:
         register(problem)
+    if worker_memory_gib is not None:
+        if scheduler is not None or params.get("executor") is not None:
+            raise ValueError("worker_memory_gib limits the worker this process's pages share; "
+                             "a cluster's or your own executor's workers are not it")
+        limit_shared_worker(memory_limit_bytes(worker_memory_gib))
     if scheduler is not None:
         from ._cluster import cluster_executor  # noqa: PLC0415 - distributed only when asked
 
@@ -311,27 +319,38 @@ def dashboard(problems: Any = (), *, scheduler: Any = None, per_host: int = 1,
     return Dashboard(**params)
 
 
-def cluster_from_environment() -> dict[str, Any]:
-    """``scheduler`` and ``per_host`` for :func:`dashboard` from ``$PYTREE_EXPLORER_SCHEDULER``
-    and ``$PYTREE_EXPLORER_PER_HOST`` (how ``panel serve apps/explorer_app.py`` is pointed at a
-    Dask cluster); a one-line ``ValueError`` for a per-host value that is not a whole number."""
+def settings_from_environment() -> dict[str, Any]:
+    """``scheduler``, ``per_host`` and ``worker_memory_gib`` for :func:`dashboard` from
+    ``$PYTREE_EXPLORER_SCHEDULER``, ``$PYTREE_EXPLORER_PER_HOST`` and
+    ``$PYTREE_EXPLORER_WORKER_MEMORY`` (how ``panel serve apps/explorer_app.py`` is pointed at
+    a Dask cluster, or its shared worker limited); a one-line ``ValueError`` for a value that
+    is not a whole number >= 1 (per host) or a number of GiB >= 2 (worker memory)."""
     raw = os.environ.get("PYTREE_EXPLORER_PER_HOST", "1").strip()
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"PYTREE_EXPLORER_PER_HOST must be a whole number >= 1, got {raw!r}")
+    memory = memory_limit_bytes(os.environ.get(WORKER_MEMORY_ENV), what=WORKER_MEMORY_ENV)
     return {"scheduler": os.environ.get("PYTREE_EXPLORER_SCHEDULER") or None,
-            "per_host": int(raw)}
+            "per_host": int(raw), "worker_memory_gib": None if memory is None else memory / 2**30}
 
 
 def serve(*, address: str = "127.0.0.1", port: int = 5006, show: bool = False,
-          scheduler: str | None = None, per_host: int = 1) -> None:
+          scheduler: str | None = None, per_host: int = 1,
+          worker_memory_gib: float | None = None) -> None:
     """Serve the explorer page at ``http://ADDRESS:PORT/explorer_app`` until interrupted
     (``pytree-explorer serve``); the problems defined in this process are in its menu.
 
     With ``scheduler`` (a Dask scheduler address) every page measures on that cluster, at most
     ``per_host`` cases at once per host; it is reached now, once: a one-line ``ValueError``
-    if nothing answers there."""
+    if nothing answers there. Else ``worker_memory_gib`` limits the memory of the worker all
+    pages share (see :func:`dashboard`)."""
     origins = [f"{host}:{port}" for host in ("localhost", "127.0.0.1", address)]
     cluster = None
+    if worker_memory_gib is not None:
+        if scheduler is not None:
+            raise ValueError("--worker-memory limits this machine's shared worker; with "
+                             "--scheduler the cluster's workers measure (give those "
+                             "dask-worker --memory-limit)")
+        limit_shared_worker(memory_limit_bytes(worker_memory_gib))
     if scheduler is not None:
         from ._cluster import cluster_executor  # noqa: PLC0415 - distributed only when asked
 

@@ -356,7 +356,10 @@ class JobQueue(param.Parameterized):
         if status == "cancelled":
             self.session.show(f"{word}: {label}. Measurements already taken are kept.", "info")
             return
-        self.session.show(f"{word}: {label}. {row.get('error') or ''} The server keeps running; "
+        error = (row.get("error") or "").strip()
+        if error and not error.endswith((".", "!", "?")):
+            error += "."  # a sentence of its own before the next
+        self.session.show(f"{word}: {label}. {error} The server keeps running; "
                           "measurements already taken are kept.", "danger")
 
     def _finish(self, text: str) -> None:

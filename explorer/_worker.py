@@ -364,8 +364,12 @@ class WorkerExecutor(cf.Executor):
                     value = WorkerCrashed(f"{job.label}: the worker did not start within "
                                           f"{STARTUP_TIMEOUT_S:g} s")
                 elif isinstance(value, WorkerCrashed):
-                    value = WorkerCrashed(f"{job.label}: the worker failed to start "
-                                          f"({str(value).split(': ', 1)[1]})")
+                    why = str(value).split(": ", 1)[1]
+                    if self.memory_limit_bytes:
+                        why += (f"; under its memory limit of "
+                                f"{self.memory_limit_bytes / 2**30:.3g} GiB, which may be too "
+                                "low for JAX to start")
+                    value = WorkerCrashed(f"{job.label}: the worker failed to start ({why})")
                 return kind, value
             if value[0] != "ready":
                 self._kill_process()
@@ -445,8 +449,45 @@ def check_python(python: str) -> str:
     return os.path.abspath(found)
 
 
+# The shared worker's memory limit: ``pytree-explorer serve --worker-memory GIB``, or this
+# variable for ``panel serve apps/explorer_app.py``.
+WORKER_MEMORY_ENV = "PYTREE_EXPLORER_WORKER_MEMORY"
+# A worker on the CPU reserves about 1.7 GiB of address space before its first job (JAX and
+# XLA's start); under less it cannot start at all.
+MIN_WORKER_MEMORY_GIB = 2.0
+
 _shared: WorkerExecutor | None = None
+_shared_memory_limit: int | None = None
 _shared_lock = threading.Lock()
+
+
+def memory_limit_bytes(gib: str | float | None, *, what: str = "worker memory") -> int | None:
+    """Bytes of a memory limit given in GiB (``None`` or ``""``: no limit); a one-line
+    ``ValueError`` for anything but a number of at least :data:`MIN_WORKER_MEMORY_GIB`."""
+    if gib is None or (isinstance(gib, str) and not gib.strip()):
+        return None
+    try:
+        value = float(gib)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number of GiB, got {gib!r}") from None
+    if not value >= MIN_WORKER_MEMORY_GIB or value == float("inf"):
+        raise ValueError(f"{what} must be at least {MIN_WORKER_MEMORY_GIB:g} GiB (a worker "
+                         f"needs about 1.7 GiB to start JAX), got {gib!r}")
+    return int(value * 2**30)
+
+
+def limit_shared_worker(limit_bytes: int | None) -> None:
+    """Give the process-wide worker an address-space limit (``RLIMIT_AS``): a case that needs
+    more fails as out of memory (its row says so) and the worker is replaced, instead of the
+    machine running out of memory under a room full of viewers. CPU only: a GPU's driver
+    reserves far more address space than it uses. Set it before the first page measures; a
+    one-line ``ValueError`` when the worker already runs under another limit."""
+    global _shared_memory_limit
+    with _shared_lock:
+        if _shared is not None and _shared.memory_limit_bytes != limit_bytes:
+            raise ValueError("the shared worker already runs with another memory limit; "
+                             "set it before the first page measures")
+        _shared_memory_limit = limit_bytes
 
 
 def shared_executor() -> WorkerExecutor:
@@ -454,5 +495,5 @@ def shared_executor() -> WorkerExecutor:
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = WorkerExecutor()
+            _shared = WorkerExecutor(memory_limit_bytes=_shared_memory_limit)
         return _shared

@@ -171,13 +171,15 @@ def test_served_page_says_it_measures_on_the_cluster_and_runs_there(page, client
 
 @pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
 def test_a_bad_per_host_in_the_environment_is_one_line(monkeypatch, value):
-    from explorer._dashboard import cluster_from_environment  # noqa: PLC0415
+    from explorer._dashboard import settings_from_environment  # noqa: PLC0415
 
     monkeypatch.setenv("PYTREE_EXPLORER_SCHEDULER", "tcp://127.0.0.1:1")
     monkeypatch.setenv("PYTREE_EXPLORER_PER_HOST", value)
     with pytest.raises(ValueError, match=r"^PYTREE_EXPLORER_PER_HOST must be a whole number") \
             as err:
-        cluster_from_environment()
+        settings_from_environment()
     assert "\n" not in str(err.value) and repr(value) in str(err.value)
     monkeypatch.setenv("PYTREE_EXPLORER_PER_HOST", " 3 ")
-    assert cluster_from_environment() == {"scheduler": "tcp://127.0.0.1:1", "per_host": 3}
+    monkeypatch.delenv("PYTREE_EXPLORER_WORKER_MEMORY", raising=False)
+    assert settings_from_environment() == {"scheduler": "tcp://127.0.0.1:1", "per_host": 3,
+                                           "worker_memory_gib": None}

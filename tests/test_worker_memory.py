@@ -1,0 +1,108 @@
+"""A memory limit for the worker a dashboard's pages share (``serve --worker-memory``,
+``$PYTREE_EXPLORER_WORKER_MEMORY``): a case over it is stored as out of memory, said so on the
+page, and the next case is measured; bad values are one-line errors (exit status 2)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from _support import cli_in_process, one_line
+
+import explorer
+from explorer import _worker
+from explorer._dashboard import settings_from_environment
+
+GIB = 2**30
+
+
+@pytest.fixture
+def fresh_shared_worker(monkeypatch):
+    """The process-wide worker as a new server process has it: not started, no limit."""
+    monkeypatch.setattr(_worker, "_shared", None)
+    monkeypatch.setattr(_worker, "_shared_memory_limit", None)
+    yield
+    if _worker._shared is not None:
+        _worker._shared.shutdown()
+
+
+@pytest.mark.parametrize("text, expected", [(None, None), ("", None), (" ", None), ("2", 2 * GIB),
+                                            ("4.5", int(4.5 * GIB)), (16, 16 * GIB)])
+def test_a_limit_in_gib(text, expected):
+    assert _worker.memory_limit_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["1.5", "0", "-4", "lots", "nan", "inf", "4GiB"])
+def test_a_bad_limit_is_one_line(text):
+    with pytest.raises(ValueError) as err:
+        _worker.memory_limit_bytes(text, what="worker-memory")
+    assert one_line(str(err.value)).startswith("worker-memory must be")
+    assert repr(text) in str(err.value)
+
+
+def test_the_shared_worker_takes_the_limit_set_before_it_starts(fresh_shared_worker):
+    _worker.limit_shared_worker(3 * GIB)
+    _worker.limit_shared_worker(3 * GIB)  # every page of an app sets it again: the same
+    executor = _worker.shared_executor()
+    assert executor.memory_limit_bytes == 3 * GIB
+    assert _worker.shared_executor() is executor
+    with pytest.raises(ValueError, match="already runs with another memory limit"):
+        _worker.limit_shared_worker(5 * GIB)
+    with pytest.raises(ValueError, match="already runs with another memory limit"):
+        _worker.limit_shared_worker(None)
+    assert executor.memory_limit_bytes == 3 * GIB
+
+
+def test_the_environment_names_the_limit(monkeypatch):
+    monkeypatch.delenv("PYTREE_EXPLORER_SCHEDULER", raising=False)
+    monkeypatch.setenv("PYTREE_EXPLORER_WORKER_MEMORY", "6")
+    assert settings_from_environment()["worker_memory_gib"] == 6
+    monkeypatch.setenv("PYTREE_EXPLORER_WORKER_MEMORY", "1")
+    with pytest.raises(ValueError) as err:
+        settings_from_environment()
+    assert one_line(str(err.value)).startswith("PYTREE_EXPLORER_WORKER_MEMORY must be at least 2")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["serve", "--worker-memory", "1"], "at least 2 GiB"),
+    (["serve", "--worker-memory", "much"], "a number of GiB"),
+    (["serve", "--worker-memory", "4", "--scheduler", "tcp://127.0.0.1:1"], "dask-worker"),
+])
+def test_serve_refuses_a_bad_limit_in_one_line(argv, words, capsys, fresh_shared_worker):
+    code, err = cli_in_process(argv, capsys)
+    assert code == 2
+    assert words in one_line(err)
+    assert _worker._shared is None  # nothing started
+
+
+def test_a_limit_is_only_for_the_shared_worker(fresh_shared_worker, tmp_path):
+    with pytest.raises(ValueError, match="pages share"):
+        explorer.dashboard(worker_memory_gib=4, executor=explorer.WorkerExecutor(),
+                           store=tmp_path / "s.sqlite")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux")
+def test_a_case_over_the_limit_is_out_of_memory_and_the_next_is_measured(fresh_shared_worker,
+                                                                         tmp_path):
+    """What a served page does under ``--worker-memory 4``: 4 GB of observations (N=10,000,
+    horizon 100,000) do not fit beside the worker's own 1.7 GiB."""
+    view = explorer.dashboard(worker_memory_gib=4, store=tmp_path / "s.sqlite",
+                              representations=["array"], n_states=10_000, horizon=100_000,
+                              target="loss")
+    m = view.model
+    try:
+        assert m.jobs.executor is _worker.shared_executor()
+        assert m.jobs.executor.memory_limit_bytes == 4 * GIB
+        assert m.run() and m.wait(300)
+        assert m.session.alert_kind == "danger"
+        alert = one_line(m.session.alert)
+        assert alert.startswith("Out of memory on: decay/array N=10000 H=100000 loss.")
+        assert "memory limit of 4 GiB" in alert and "replaced. The server keeps running" in alert
+        m.controls.param.update(n_states=10, horizon=20)
+        assert m.run() and m.wait(300)
+        rows = m.store.rows().sort_values("id")
+        assert rows["status"].tolist() == ["oom", "ok"]
+        assert rows["n_states"].tolist() == [10_000, 10]
+    finally:
+        m.close()
+        m.wait(60)

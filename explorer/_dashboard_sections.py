@@ -340,7 +340,8 @@ class PlotsSection(_Section):
         plot_opts = dict(sizing_mode="stretch_width", min_height=340, linked_axes=False)
         self.panes = plots = [PlotPane(plot, **plot_opts) for plot in
                               (v.compile_plot, v.size_plot, v.rollout_plot, v.runtime_plot)]
-        view_controls = pn.Row(
+        # Wraps rather than running off the page's edge (presenter mode on a projector).
+        view_controls = pn.FlexBox(
             w.Select.from_param(v.param.stage, label="Compile time: stage", width=170),
             pn.Column(_md("Plot target", margin=(0, 10)),
                       w.RadioButtonGroup.from_param(v.param.show_target, color="light")),
@@ -353,10 +354,20 @@ class PlotsSection(_Section):
             pn.bind(self._legend, v.param.stage, v.param.rollout_note),
             sizing_mode="stretch_width", margin=(0, 10), styles={"font-size": "0.9em",
                                                                   "color": "#555"})
-        rows = [pn.Row(*pair, sizing_mode="stretch_width") for pair in (plots[:2], plots[2:])]
-        grid = pn.Column(*rows, sizing_mode="stretch_width")
-        return pn.Column(_presenter_ready(view_controls), legend_note, grid,
+        # Two plots a row; in presenter mode one, the page's width: at a projector's font
+        # sizes a half-width plot's frame was left a third of it beside its legend, and the
+        # ticks of its x axis ran into each other.
+        self._pairs = [pn.Row(*pair, sizing_mode="stretch_width")
+                       for pair in (plots[:2], plots[2:])]
+        self._singles = [pn.Row(plot, sizing_mode="stretch_width") for plot in plots]
+        self.grid = pn.Column(*self._arrange(v.presenter), sizing_mode="stretch_width")
+        v.param.watch(lambda event: setattr(self.grid, "objects", self._arrange(event.new)),
+                      "presenter")
+        return pn.Column(_presenter_ready(view_controls), legend_note, self.grid,
                          sizing_mode="stretch_width", margin=0)
+
+    def _arrange(self, presenter: bool) -> list[pn.viewable.Viewable]:
+        return list(self._singles) if presenter else list(self._pairs)
 
     def render_ahead(self) -> None:
         """Once the page has drawn: render its four plots again, one per turn of its event

@@ -49,15 +49,25 @@ def query_flag(raw: str | bytes | None) -> bool | None:
     return True if word in _TRUE else False if word in _FALSE else None
 
 
+def projector_title(title: str) -> str:
+    """``title`` in lines a half-width plot holds at a projector's font size: what it shows,
+    then its case, then the rest ("Compile time vs N / (decay, H=200, loss) / stages at
+    N=100"); on one line the case ran off the plot's edge."""
+    return title.replace(" (", "\n(", 1).replace("): ", ")\n", 1)
+
+
 def _for_projector(plot: Any) -> Any:
     """A copy of ``plot`` with :data:`PRESENTER_PLOT_OPTS`; a legend drawn inside the frame
-    moves beside it (at these sizes it would cover points)."""
+    moves beside it (at these sizes it would cover points); the title is in lines
+    (:func:`projector_title`)."""
     import holoviews as hv  # noqa: PLC0415 - loaded by then: ``plot`` is a HoloViews object
 
     options = {name: dict(opts) for name, opts in PRESENTER_PLOT_OPTS.items()}
-    inside = hv.Store.lookup_options("bokeh", plot, "plot").kwargs.get("legend_position")
-    if inside == "top_left":
+    kwargs = hv.Store.lookup_options("bokeh", plot, "plot").kwargs
+    if kwargs.get("legend_position") == "top_left":
         options["Overlay"]["legend_position"] = "right"
+    if kwargs.get("title"):
+        options["Overlay"]["title"] = projector_title(kwargs["title"])
     return plot.opts(options, backend="bokeh", clone=True)
 
 

@@ -253,7 +253,7 @@ def test_bad_input_shows_an_alert_and_the_page_stays_alive(page, served_app):
     _set_number(page, "or any N", 20000)
     page.get_by_role("button", name="Run", exact=True).click()
     alert = page.locator(".alert", has_text="Bad input")
-    expect(alert).to_be_visible(timeout=10_000)
+    expect(alert).to_be_visible()
     expect(alert).to_contain_text("n_states")
     # Said where the eye is too: under the Run button, and in the status line.
     expect(page.locator(".input-error")).to_contain_text("n_states")

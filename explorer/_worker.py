@@ -389,8 +389,10 @@ class WorkerExecutor(cf.Executor):
         err = value[1]
         if isinstance(err, MemoryError):
             self._kill_process()  # its heap may be in any state
+            under = (f" under its memory limit of {self.memory_limit_bytes / 2**30:.3g} GiB"
+                     if self.memory_limit_bytes else "")
             return "exception", WorkerOutOfMemory(
-                f"{job.label}: out of memory in the worker; the worker was replaced")
+                f"{job.label}: out of memory in the worker{under}; the worker was replaced")
         return "exception", err
 
 

@@ -133,7 +133,7 @@ def test_out_of_memory_marks_row_oom_and_replaces_worker(executor, tmp_path):
     try:
         assert run_one(SMALL, ex)[0]["status"] == "ok"  # the limit leaves normal work alone
         # Python-level: an allocation over the limit raises MemoryError in the worker.
-        with pytest.raises(explorer.WorkerOutOfMemory):
+        with pytest.raises(explorer.WorkerOutOfMemory, match=r"under its memory limit of"):
             ex.submit(bytearray, limit + (1 << 30)).result()
         # XLA-level: 4 GB of observations (N=10000, horizon 100000) abort inside XLA.
         big = Spec("decay", "array", 10_000, 100_000, "loss")

@@ -76,9 +76,13 @@ def test_serve_refuses_a_bad_limit_in_one_line(argv, words, capsys, fresh_shared
 
 
 def test_a_limit_is_only_for_the_shared_worker(fresh_shared_worker, tmp_path):
-    with pytest.raises(ValueError, match="pages share"):
-        explorer.dashboard(worker_memory_gib=4, executor=explorer.WorkerExecutor(),
-                           store=tmp_path / "s.sqlite")
+    own = explorer.WorkerExecutor()
+    try:
+        with pytest.raises(ValueError, match="pages share"):
+            explorer.dashboard(worker_memory_gib=4, executor=own, store=tmp_path / "s.sqlite")
+    finally:
+        own.shutdown()
+    assert _worker._shared is None  # nothing started
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux")

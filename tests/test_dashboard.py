@@ -72,6 +72,38 @@ def test_a_served_page_is_the_page_panel_builds_with_its_models_worked_out_once(
     assert _document_json(frozen_doc) == _document_json(plain_doc)
 
 
+def test_the_served_page_passes_bokehs_checks(tmp_path, executor, monkeypatch):
+    """A served page skips Bokeh's per-page check of its models
+    (explorer._dashboard._checked_in_tests) because this test makes it: every model of the
+    page passes Bokeh's integrity checks with no error and no warning. And the skip is that
+    page's alone: another document is still checked."""
+    import bokeh.document.document as bokeh_document
+    from bokeh.core.validation.check import check_integrity
+    from bokeh.document import Document
+    from bokeh.models import Div
+
+    import explorer
+
+    view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor, n_states=10)
+    try:
+        doc = Document()
+        view._page().server_doc(doc)
+        for root in doc.roots:
+            issues = check_integrity(root.references())
+            assert not issues.error and not issues.warning, (root, issues)
+        checked = []
+        monkeypatch.setattr(bokeh_document, "check_integrity",
+                            lambda refs: checked.append(refs) or check_integrity(refs))
+        doc.validate()
+        assert checked == []
+        other = Document()
+        other.add_root(Div(text="another page"))
+        other.validate()
+        assert len(checked) == 1
+    finally:
+        view.model.close()
+
+
 def test_program_text_is_escaped_never_markup():
     from explorer._dashboard import program_html
 

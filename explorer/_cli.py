@@ -154,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Dask scheduler address (tcp://HOST:PORT): measure on that cluster")
     s.add_argument("--per-host", type=_int_list("per-host", 1, 1024), default=[1],
                    help="on a cluster, measurements at once per host (default 1)")
+    s.add_argument("--worker-memory", type=_gib, default=None, metavar="GIB",
+                   help="cap the memory of the worker that measures (CPU only; at least 2): "
+                        "a case that needs more is stored as out of memory and the sweep goes "
+                        "on (default: no cap)")
 
     cr = sub.add_parser("compare-runs", help="two groups of stored rows side by side, as ratios")
     cr.add_argument("--by", default="jax_version",
@@ -250,6 +254,9 @@ def _sweep(args: argparse.Namespace) -> int:
     from ._store import Store, check_export_path, export_frame  # noqa: PLC0415
     from ._sweep import SweepEvent, sweep  # noqa: PLC0415
 
+    if args.worker_memory is not None and args.scheduler:
+        raise ValueError("--worker-memory caps this machine's worker; on a cluster, start the "
+                         "Dask workers with a memory limit (dask-worker --memory-limit)")
     problem = _load_problem(args.problem)
     store = False if args.no_store else Store(args.store, timeout=args.lock_wait)
     if args.out:  # before measuring, not after the whole sweep
@@ -273,7 +280,8 @@ def _sweep(args: argparse.Namespace) -> int:
                       store=store,
                       timeout=args.timeout,
                       progress=progress, resume=not args.redo, python=args.python,
-                      scheduler=args.scheduler, per_host=args.per_host[0])
+                      scheduler=args.scheduler, per_host=args.per_host[0],
+                      worker_memory_gib=args.worker_memory)
     finally:
         if bar is not None:
             bar.close()

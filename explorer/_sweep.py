@@ -20,7 +20,8 @@ from ._run import problem_source, run_one, store_row, submit
 from ._spec import Spec
 from ._store import COLUMNS, Store, StoreWarning, to_frame
 from ._store_sweeps import overlap_message
-from ._worker import DEFAULT_TIMEOUT_S, WorkerError, WorkerExecutor, check_python
+from ._worker import (DEFAULT_TIMEOUT_S, WorkerError, WorkerExecutor, check_python,
+                      memory_limit_bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +95,7 @@ def sweep(
     python: str | None = None,
     scheduler: Any = None,
     per_host: int = 1,
+    worker_memory_gib: float | None = None,
 ) -> pd.DataFrame:
     """Measure every (state count, horizon, target, representation) of one problem.
 
@@ -123,6 +125,11 @@ def sweep(
         rows are stored here as they finish, naming the Dask ``worker`` and ``host``.
       per_host: on a cluster, at most this many measurements at once on one host (a
         per-host ``distributed.Semaphore``): side-by-side timings contaminate each other.
+      worker_memory_gib: cap the sweep's own worker at this many GiB of address space (at
+        least 2; CPU only, as for ``pytree-explorer serve --worker-memory``): a case that
+        needs more is stored as ``oom`` and the worker replaced; the sweep goes on. Not with
+        ``executor`` (give that executor its ``memory_limit_bytes``) nor ``scheduler`` (Dask
+        workers take ``--memory-limit``).
 
     Returns:
       One row per measurement (see ``explorer.COLUMNS``), failures included with their status.
@@ -138,6 +145,11 @@ def sweep(
     from ._problems import user_problem  # noqa: PLC0415
 
     timeout = v.check_timeout(timeout)
+    limit = memory_limit_bytes(worker_memory_gib, what="worker_memory_gib")
+    if limit is not None and (executor is not None or scheduler is not None):
+        raise ValueError("worker_memory_gib caps the sweep's own worker; "
+                         + ("give your executor its memory_limit_bytes" if executor is not None
+                            else "on a cluster, start Dask workers with --memory-limit"))
     db = None if store is False else store if isinstance(store, Store) else Store(store)
     if db is not None:
         db.check_writable()  # foreign, corrupt or unwritable: refused before measuring
@@ -152,7 +164,7 @@ def sweep(
     else:
         own_executor = executor is None
         if executor is None:
-            executor = WorkerExecutor(timeout=timeout,
+            executor = WorkerExecutor(timeout=timeout, memory_limit_bytes=limit,
                                       python=None if python is None else check_python(python))
     run_id = run_id or uuid.uuid4().hex[:12]
     marks = contextlib.ExitStack()

@@ -1,6 +1,7 @@
 """A memory limit for the worker a dashboard's pages share (``serve --worker-memory``,
-``$PYTREE_EXPLORER_WORKER_MEMORY``): a case over it is stored as out of memory, said so on the
-page, and the next case is measured; bad values are one-line errors (exit status 2)."""
+``$PYTREE_EXPLORER_WORKER_MEMORY``) and for a sweep's own worker (``sweep --worker-memory``): a
+case over it is stored as out of memory, said so, and the next case is measured; bad values are
+one-line errors (exit status 2)."""
 
 from __future__ import annotations
 
@@ -110,3 +111,48 @@ def test_a_case_over_the_limit_is_out_of_memory_and_the_next_is_measured(fresh_s
     finally:
         m.close()
         m.wait(60)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--worker-memory", "1"], "at least 2 GiB"),
+    (["--worker-memory", "much"], "a number of GiB"),
+    (["--worker-memory", "4", "--scheduler", "tcp://127.0.0.1:1"], "dask-worker --memory-limit"),
+])
+def test_sweep_refuses_a_bad_limit_in_one_line(argv, words, capsys, tmp_path):
+    store = tmp_path / "s.sqlite"
+    code, err = cli_in_process(["sweep", "--problem", "decay", "-r", "array", "-n", "10",
+                                "--targets", "loss", "--store", str(store), *argv], capsys)
+    assert code == 2
+    assert words in one_line(err) and len(err.strip().splitlines()) == 1
+    assert not store.exists()  # nothing measured, no store made
+
+
+def test_a_sweeps_limit_is_for_its_own_worker(tmp_path):
+    own = explorer.WorkerExecutor()
+    try:
+        with pytest.raises(ValueError, match="memory_limit_bytes"):
+            explorer.sweep("decay", ["array"], [10], targets="loss", executor=own,
+                           worker_memory_gib=4, store=False)
+    finally:
+        own.shutdown()
+    with pytest.raises(ValueError, match="--memory-limit"):
+        explorer.sweep("decay", ["array"], [10], targets="loss", scheduler="tcp://127.0.0.1:1",
+                       worker_memory_gib=4, store=False)
+    with pytest.raises(ValueError, match="at least 2 GiB"):
+        explorer.sweep("decay", ["array"], [10], targets="loss", worker_memory_gib=1,
+                       store=False)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux")
+def test_a_sweep_under_a_limit_stores_out_of_memory_and_goes_on(capsys, tmp_path):
+    """``pytree-explorer sweep --worker-memory 4``: N=10,000 at horizon 100,000 (4 GB of
+    observations) is stored as out of memory, naming the limit; N=10 is measured after it."""
+    store = tmp_path / "s.sqlite"
+    code, out = cli_in_process(["sweep", "--problem", "decay", "-r", "array", "-n", "10000,10",
+                                "--horizons", "100000", "--targets", "loss", "--quiet",
+                                "--worker-memory", "4", "--store", str(store)], capsys)
+    assert code == 0, out
+    rows = explorer.Store(store).rows().set_index("n_states")
+    assert rows.loc[10_000, "status"] == "oom"
+    assert "memory limit of 4 GiB" in rows.loc[10_000, "error"]
+    assert rows.loc[10, "status"] == "ok"

@@ -185,9 +185,12 @@ class Dashboard(pn.viewable.Viewer):
                              (self.controls.sweep_button, "Sweep")):
             button.js_on_click(args={"status": self.messages.status},
                                code=_QUEUED_JS.format(kind=kind))
+        # Not ``dynamic``: Panel keeps a hidden tab's models off the page and brings them up to
+        # date there with its CDN's stylesheets, which the page then asks that host for (the
+        # selected row's title, changed while Results is in front). The Programs and Compare
+        # runs sections cost the first render nothing anyway: empty until first opened.
         self.tabs = pn.Tabs(("Results", self.results), ("Programs", self.programs),
-                            ("Compare runs", self.runs), dynamic=True,
-                            sizing_mode="stretch_width")
+                            ("Compare runs", self.runs), sizing_mode="stretch_width")
         self.tabs.param.watch(self._tab_opened, "active")
         where = model.jobs.where  # measuring on a Dask cluster: said under the introduction
         intro = _INTRO if where is None else _INTRO.replace(

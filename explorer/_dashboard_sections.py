@@ -484,11 +484,14 @@ class _LazySection(_Section):
     """A section whose widgets are made the first time it is shown (:meth:`build`)."""
 
     def _build(self) -> pn.Column:
-        return pn.Column(sizing_mode="stretch_width")
+        # A spacer until built: the tab's Column is on the page from the start, and an empty
+        # layout is one Bokeh warns of.
+        self._unbuilt = pn.Spacer(height=0)
+        return pn.Column(self._unbuilt, sizing_mode="stretch_width")
 
     @property
     def built(self) -> bool:
-        return bool(self._layout.objects)
+        return self._unbuilt not in self._layout.objects
 
     def build(self) -> None:
         if not self.built:
@@ -543,15 +546,19 @@ class ProgramsSection(_LazySection):
             pn.Column(pn.Spacer(height=18), compare),
             _md("at the problem, N, horizon and plot target chosen above.",
                 margin=(32, 10, 0, 10))))
+        # Tabs that are not ``dynamic``: Panel keeps a hidden tab's models off the page and
+        # brings them up to date there with its CDN's stylesheets (a second row's jaxpr while
+        # StableHLO is in front), which the page then asks that host for. Every text is cut at
+        # MAX_TEXT_CHARS, so a row's programs all go to the page at once.
         return pn.Column(
             pn.Row(inspect, program_title),
             pn.Tabs(("jaxpr", jaxpr), ("StableHLO", stablehlo), ("Optimised HLO", hlo),
-                    ("Equation blame", blame), dynamic=True, sizing_mode="stretch_width"),
+                    ("Equation blame", blame), sizing_mode="stretch_width"),
             _md("### Are two representations the same program to XLA?",
                 margin=(20, 10, 0, 10)),
             compare_row, verdict,
             pn.Tabs(("Side by side", side_by_side), ("jaxpr diff", jaxpr_diff),
-                    ("StableHLO diff", hlo_diff), dynamic=True, sizing_mode="stretch_width"),
+                    ("StableHLO diff", hlo_diff), sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
 
     @staticmethod

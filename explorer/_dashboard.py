@@ -106,7 +106,7 @@ _FREEZE_WHILE_BUILDING = tuple(map(int, re.findall(r"\d+", pn.__version__)[:2]))
 
 def _checked_in_tests(document: Any) -> None:
     """Bokeh checks every served page's models once it is built (``Document.validate``: a walk
-    over the page's 500 models and a check of each, 0.14-0.19 s of the server's time per page
+    over the page's 350 models and a check of each, 0.14-0.19 s of the server's time per page
     on two slow cores) and logs what it finds. This page is the same every time, and the test
     suite makes that check on it and fails on any finding
     (``test_the_served_page_passes_bokehs_checks``); this document skips it. Only this page's

@@ -145,14 +145,17 @@ def test_a_sweeps_limit_is_for_its_own_worker(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux")
 def test_a_sweep_under_a_limit_stores_out_of_memory_and_goes_on(capsys, tmp_path):
-    """``pytree-explorer sweep --worker-memory 4``: N=10,000 at horizon 100,000 (4 GB of
-    observations) is stored as out of memory, naming the limit; N=10 is measured after it."""
+    """``pytree-explorer sweep --worker-memory 3``: N=10,000 at horizons 50,000 and 100,000 (2
+    and 4 GB of observations beside the worker's own 1.7 GiB) are stored as out of memory,
+    naming the limit, and the case measured after the first of them (N=10 at the next
+    horizon; a sweep goes horizon by horizon) is measured in the replaced worker."""
     store = tmp_path / "s.sqlite"
-    code, out = cli_in_process(["sweep", "--problem", "decay", "-r", "array", "-n", "10000,10",
-                                "--horizons", "100000", "--targets", "loss", "--quiet",
-                                "--worker-memory", "4", "--store", str(store)], capsys)
+    code, out = cli_in_process(["sweep", "--problem", "decay", "-r", "array", "-n", "10,10000",
+                                "--horizons", "50000,100000", "--targets", "loss", "--quiet",
+                                "--worker-memory", "3", "--store", str(store)], capsys)
     assert code == 0, out
-    rows = explorer.Store(store).rows().set_index("n_states")
-    assert rows.loc[10_000, "status"] == "oom"
-    assert "memory limit of 4 GiB" in rows.loc[10_000, "error"]
-    assert rows.loc[10, "status"] == "ok"
+    rows = explorer.Store(store).rows().sort_values("id")
+    assert list(zip(rows["horizon"], rows["n_states"], rows["status"])) == [
+        (50_000, 10, "ok"), (50_000, 10_000, "oom"), (100_000, 10, "ok"),
+        (100_000, 10_000, "oom")]
+    assert all("memory limit of 3 GiB" in e for e in rows[rows["status"] == "oom"]["error"])

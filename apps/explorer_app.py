@@ -13,6 +13,6 @@ the worker every page shares (CPU; a case that needs more is stored as out of me
 """
 
 import explorer
-from explorer._dashboard import settings_from_environment
+from explorer._src.dashboard.page import settings_from_environment
 
 explorer.dashboard(**settings_from_environment()).servable(title="PyTree Compile Explorer")

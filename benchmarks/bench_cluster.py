@@ -43,10 +43,10 @@ import distributed  # noqa: E402
 
 import explorer  # noqa: E402
 from common import host_info, log, summary  # noqa: E402
-from explorer import _run  # noqa: E402
-from explorer._cluster import DaskExecutor, run_in_worker  # noqa: E402
-from explorer._jobs import jax_version  # noqa: E402
-from explorer._spec import Spec  # noqa: E402
+from explorer._src.jobs import run as _run  # noqa: E402
+from explorer._src.jobs.cluster import DaskExecutor, run_in_worker  # noqa: E402
+from explorer._src.jobs.jobs import jax_version  # noqa: E402
+from explorer._src.core.spec import Spec  # noqa: E402
 
 OVERHEAD_GOAL_S = 0.050
 SPEEDUP_GOAL = 0.6

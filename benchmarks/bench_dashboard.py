@@ -52,7 +52,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 def available() -> str | None:
     """Why the dashboard cannot be benchmarked here, or ``None`` when it can."""
     if not APP.exists() or not (ROOT / "explorer" / "_dashboard.py").exists():
-        return "the dashboard (apps/explorer_app.py, explorer/_dashboard.py) does not exist"
+        return "the dashboard (apps/explorer_app.py, explorer/_src/dashboard/page.py) does not exist"
     if not Path(CHROMIUM).exists():
         return f"no chromium at {CHROMIUM}"
     try:

@@ -41,9 +41,9 @@ import jax  # noqa: E402
 
 import explorer  # noqa: E402
 # diagnose's analysis on its own (``_analysis_s``) has no public entry point.
-from explorer import _findings  # noqa: E402
-from explorer._blame import blame_frame  # noqa: E402
-from explorer._diagnose import _leaf_paths, read_program  # noqa: E402
+from explorer._src.diagnose import findings as _findings  # noqa: E402
+from explorer._src.core.blame import blame_frame  # noqa: E402
+from explorer._src.diagnose.diagnose import _leaf_paths, read_program  # noqa: E402
 from measure import bare_jit, machine_info  # noqa: E402
 
 GOALS = {

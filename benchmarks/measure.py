@@ -15,7 +15,7 @@ d. The dashboard in a real browser (``bench_dashboard.py``), where chromium and 
 
 Every comparison is interleaved (A B A B ...), so noise on a shared machine hits both sides
 alike. The public API of ``explorer`` is used throughout, with one exception: the worker
-benchmark submits ``explorer._jobs.run_spec``, the job a sweep sends to its worker, which has no
+benchmark submits ``explorer._src.jobs.jobs.run_spec``, the job a sweep sends to its worker, which has no
 public name.
 """
 
@@ -119,7 +119,7 @@ def bare_jit(fn: Callable, args: Sequence[Any], backend: str | None = None, *,
              compile: bool = True) -> dict[str, Any]:
     """The bare-JAX reference: what a user would write, ``jax.jit(fn).lower(*args).compile()``.
 
-    Taken cold the way ``explorer.measure`` takes its compiles (explorer/_measure.py): the
+    Taken cold the way ``explorer.measure`` takes its compiles (explorer/_src/core/measure.py): the
     arguments placed uncommitted on the backend's default device (outside the timing), one
     trivial compile per backend first (the first compile in a process also sets XLA up), the
     persistent compilation cache turned off *and reset* (JAX reads that flag once per process,
@@ -280,7 +280,7 @@ def bench_worker(rounds: int, backend: str | None) -> dict[str, Any]:
       (pickling, the pipe, the dispatcher; the same compile on both sides of the subtraction).
     """
     # The job a sweep sends to its worker; it has no public name (see the module docstring).
-    from explorer._jobs import run_spec  # noqa: PLC0415
+    from explorer._src.jobs.jobs import run_spec  # noqa: PLC0415
 
     spec = explorer.Spec(PROBLEM, "array", 10, 20, "loss", backend_requested=backend, runs=5)
     executor = explorer.WorkerExecutor(timeout=300)

@@ -5,48 +5,48 @@ use of :func:`dashboard`, the plotting functions (HoloViews) on first use of
 :mod:`explorer.plots`.
 """
 
-from ._blame import blame as blame
-from ._compare import Comparison as Comparison
-from ._compare import compare as compare
-from ._diagnose import Diagnosis as Diagnosis
-from ._diagnose import Projection as Projection
-from ._diagnose import diagnose as diagnose
-from ._findings import Finding as Finding
-from ._fits import fit_power_law as fit_power_law
-from ._fits import format_exponent as format_exponent
-from ._fits import scaling_exponents as scaling_exponents
-from ._measure import Measurement as Measurement
-from ._measure import count_eqns as count_eqns
-from ._measure import measure as measure
-from ._measure import measure_case as measure_case
-from ._measure import program_texts as program_texts
-from ._named import NamedArray as NamedArray
-from ._pack import PackReport as PackReport
-from ._pack import Packed as Packed
-from ._pack import pack as pack
-from ._problems import Problem as Problem
-from ._problems import UserProblem as UserProblem
-from ._problems import define_problem as define_problem
-from ._problems import get_problem as get_problem
-from ._problems import problems as problems
-from ._representations import Case as Case
-from ._representations import build_case as build_case
-from ._representations import representations as representations
-from ._runs import compare_runs as compare_runs
-from ._spec import Spec as Spec
-from ._store import COLUMNS as COLUMNS
-from ._store import Store as Store
-from ._store import RowPending as RowPending
-from ._store import StoreError as StoreError
-from ._store import StoreWarning as StoreWarning
-from ._store import default_path as default_path
-from ._sweep import SweepEvent as SweepEvent
-from ._sweep import sweep as sweep
-from ._worker import MeasurementTimeout as MeasurementTimeout
-from ._worker import WorkerCancelled as WorkerCancelled
-from ._worker import WorkerCrashed as WorkerCrashed
-from ._worker import WorkerExecutor as WorkerExecutor
-from ._worker import WorkerOutOfMemory as WorkerOutOfMemory
+from ._src.core.blame import blame as blame
+from ._src.core.compare import Comparison as Comparison
+from ._src.core.compare import compare as compare
+from ._src.diagnose.diagnose import Diagnosis as Diagnosis
+from ._src.diagnose.diagnose import Projection as Projection
+from ._src.diagnose.diagnose import diagnose as diagnose
+from ._src.diagnose.findings import Finding as Finding
+from ._src.core.fits import fit_power_law as fit_power_law
+from ._src.core.fits import format_exponent as format_exponent
+from ._src.core.fits import scaling_exponents as scaling_exponents
+from ._src.core.measure import Measurement as Measurement
+from ._src.core.measure import count_eqns as count_eqns
+from ._src.core.measure import measure as measure
+from ._src.core.measure import measure_case as measure_case
+from ._src.core.measure import program_texts as program_texts
+from ._src.core.named import NamedArray as NamedArray
+from ._src.pack.pack import PackReport as PackReport
+from ._src.pack.pack import Packed as Packed
+from ._src.pack.pack import pack as pack
+from ._src.core.problems import Problem as Problem
+from ._src.core.problems import UserProblem as UserProblem
+from ._src.core.problems import define_problem as define_problem
+from ._src.core.problems import get_problem as get_problem
+from ._src.core.problems import problems as problems
+from ._src.core.representations import Case as Case
+from ._src.core.representations import build_case as build_case
+from ._src.core.representations import representations as representations
+from ._src.core.runs import compare_runs as compare_runs
+from ._src.core.spec import Spec as Spec
+from ._src.store.store import COLUMNS as COLUMNS
+from ._src.store.store import Store as Store
+from ._src.store.store import RowPending as RowPending
+from ._src.store.store import StoreError as StoreError
+from ._src.store.store import StoreWarning as StoreWarning
+from ._src.store.store import default_path as default_path
+from ._src.jobs.sweep import SweepEvent as SweepEvent
+from ._src.jobs.sweep import sweep as sweep
+from ._src.jobs.worker import MeasurementTimeout as MeasurementTimeout
+from ._src.jobs.worker import WorkerCancelled as WorkerCancelled
+from ._src.jobs.worker import WorkerCrashed as WorkerCrashed
+from ._src.jobs.worker import WorkerExecutor as WorkerExecutor
+from ._src.jobs.worker import WorkerOutOfMemory as WorkerOutOfMemory
 
 __version__ = "0.1.0"
 
@@ -55,7 +55,7 @@ def __getattr__(name: str):
     # The dashboard needs Panel and the plots HoloViews: import them only when asked, so the
     # core stays light and Panel-free.
     if name in ("dashboard", "Dashboard", "ExplorerModel"):
-        from . import _dashboard  # noqa: PLC0415
+        from ._src.dashboard import page as _dashboard  # noqa: PLC0415
 
         return getattr(_dashboard, name)
     if name == "plots":

@@ -16,11 +16,11 @@ import pytest
 from _support import CPU_ENV, ROOT, cli_in_process, digest, free_port, one_line, stderr_when_done
 
 import explorer
-from explorer._cli import main
+from explorer._src.cli import main
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "explorer._cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "explorer._src.cli", *args], capture_output=True,
                           text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
@@ -85,8 +85,8 @@ def test_cli_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path, m
 
 
 def test_cli_exit_status_is_really_2_in_a_subprocess(tmp_path):
-    env = {**os.environ, **CPU_ENV, explorer._store.ENV_VAR: str(tmp_path / "d.sqlite")}
-    done = subprocess.run([sys.executable, "-m", "explorer._cli", "sweep", "-n", "-3"],
+    env = {**os.environ, **CPU_ENV, explorer._src.store.store.ENV_VAR: str(tmp_path / "d.sqlite")}
+    done = subprocess.run([sys.executable, "-m", "explorer._src.cli", "sweep", "-n", "-3"],
                           capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert done.returncode == 2
     assert "n_states" in one_line(done.stderr)
@@ -129,7 +129,7 @@ SWEEP_CASES = 10
 
 
 def _cli_process(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "explorer._cli", *args], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "explorer._src.cli", *args], cwd=ROOT, env=env,
                             start_new_session=True, **kw)
 
 
@@ -146,7 +146,7 @@ def _keys(frame) -> list[tuple]:
 
 def test_kill_9_mid_sweep_keeps_finished_rows_and_the_sweep_resumes(tmp_path):
     db = tmp_path / "sweep.sqlite"
-    env = {**os.environ, **CPU_ENV, explorer._store.ENV_VAR: str(tmp_path / "default.sqlite")}
+    env = {**os.environ, **CPU_ENV, explorer._src.store.store.ENV_VAR: str(tmp_path / "default.sqlite")}
     log = (tmp_path / "killed.log").open("w")
     proc = _cli_process([*SWEEP_ARGS, "--store", str(db)], env, stdout=log, stderr=log)
     try:
@@ -177,7 +177,7 @@ def test_kill_9_mid_sweep_keeps_finished_rows_and_the_sweep_resumes(tmp_path):
     killed_run = set(after["run_id"])
 
     # The same sweep again: measures only what is missing.
-    done = subprocess.run([sys.executable, "-m", "explorer._cli", *SWEEP_ARGS, "--store", str(db)],
+    done = subprocess.run([sys.executable, "-m", "explorer._src.cli", *SWEEP_ARGS, "--store", str(db)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     resumed = explorer.Store(db).rows()
@@ -188,7 +188,7 @@ def test_kill_9_mid_sweep_keeps_finished_rows_and_the_sweep_resumes(tmp_path):
     assert (resumed["status"] == "ok").all()
 
     # --redo measures every case again.
-    done = subprocess.run([sys.executable, "-m", "explorer._cli", *SWEEP_ARGS, "--redo",
+    done = subprocess.run([sys.executable, "-m", "explorer._src.cli", *SWEEP_ARGS, "--redo",
                            "--store", str(db)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
@@ -254,7 +254,7 @@ def test_cli_readable_messages_and_help(tmp_path, capsys):
 _SIGTERM_IN_GC = """
 import gc, os, signal, sys, time
 from tornado.ioloop import IOLoop
-from explorer._cli import main
+from explorer._src.cli import main
 
 armed = []
 

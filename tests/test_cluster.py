@@ -85,7 +85,7 @@ def test_a_killed_dask_worker_is_survived(tmp_path, client):
 
 
 def test_cancel_kills_the_measurements_running_on_the_workers(tmp_path, client):
-    from explorer import _cluster
+    from explorer._src.jobs import cluster as _cluster
 
     store = explorer.Store(tmp_path / "x.sqlite")
     cancel = threading.Event()

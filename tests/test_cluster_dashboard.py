@@ -12,13 +12,13 @@ import time
 import pytest
 
 from explorer import Store
-from explorer._model import ExplorerModel
+from explorer._src.dashboard.model.model import ExplorerModel
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 
-from explorer import _cluster  # noqa: E402
-from explorer._cluster import DaskExecutor  # noqa: E402
+from explorer._src.jobs import cluster as _cluster  # noqa: E402
+from explorer._src.jobs.cluster import DaskExecutor  # noqa: E402
 
 WAIT_S = 180
 
@@ -135,7 +135,7 @@ def test_a_dask_worker_that_dies_marks_its_row_and_the_page_goes_on(model, clien
 
 
 def test_serve_with_an_unreachable_scheduler_is_a_one_line_error():
-    out = subprocess.run([sys.executable, "-m", "explorer._cli", "serve", "--scheduler",
+    out = subprocess.run([sys.executable, "-m", "explorer._src.cli", "serve", "--scheduler",
                           "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -171,7 +171,7 @@ def test_served_page_says_it_measures_on_the_cluster_and_runs_there(page, client
 
 @pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
 def test_a_bad_per_host_in_the_environment_is_one_line(monkeypatch, value):
-    from explorer._dashboard import settings_from_environment  # noqa: PLC0415
+    from explorer._src.dashboard.page import settings_from_environment  # noqa: PLC0415
 
     monkeypatch.setenv("PYTREE_EXPLORER_SCHEDULER", "tcp://127.0.0.1:1")
     monkeypatch.setenv("PYTREE_EXPLORER_PER_HOST", value)

@@ -31,14 +31,14 @@ def test_the_view_builds_without_a_server(tmp_path, executor):
 def test_a_served_page_is_the_page_panel_builds_with_its_models_worked_out_once(
         tmp_path, executor, monkeypatch):
     """The served page's template keeps Bokeh from working out the document's set of models
-    again after each step of the build (explorer._dashboard._PageTemplate.server_doc): the
+    again after each step of the build (explorer._src.dashboard.page._PageTemplate.server_doc): the
     document must be the one Panel builds without that, model by model, and every model on
     the page must know its document."""
     import bokeh.document.models as bokeh_models
     from bokeh.document import Document
 
     import explorer
-    from explorer._dashboard import _FREEZE_WHILE_BUILDING, _PageTemplate
+    from explorer._src.dashboard.page import _FREEZE_WHILE_BUILDING, _PageTemplate
 
     recomputed = []
     plain_recompute = bokeh_models.DocumentModelManager.recompute
@@ -74,7 +74,7 @@ def test_a_served_page_is_the_page_panel_builds_with_its_models_worked_out_once(
 
 def test_the_served_page_passes_bokehs_checks(tmp_path, executor, monkeypatch):
     """A served page skips Bokeh's per-page check of its models
-    (explorer._dashboard._checked_in_tests) because this test makes it: every model of the
+    (explorer._src.dashboard.page._checked_in_tests) because this test makes it: every model of the
     page passes Bokeh's integrity checks with no error and no warning. And the skip is that
     page's alone: another document is still checked."""
     import bokeh.document.document as bokeh_document
@@ -105,7 +105,7 @@ def test_the_served_page_passes_bokehs_checks(tmp_path, executor, monkeypatch):
 
 
 def test_program_text_is_escaped_never_markup():
-    from explorer._dashboard import program_html
+    from explorer._src.dashboard.page import program_html
 
     html = program_html('<script>alert("x")</script> & <b>')
     assert "<script>" not in html and "<b>" not in html
@@ -116,7 +116,7 @@ def test_program_text_is_escaped_never_markup():
 
 
 def test_side_by_side_and_verdict_lead_with_what_differs():
-    from explorer._dashboard_sections import ProgramsSection, side_by_side_html
+    from explorer._src.dashboard.sections import ProgramsSection, side_by_side_html
 
     comparison = {"labels": ("dict", "<array>"), "distinct": (("a = mul <b>", ""), ("", "c")),
                   "op_summary": "dict: 6 × mul\narray: 1 × mul", "title": "t", "verdict": "v",
@@ -140,7 +140,7 @@ def test_a_page_closed_mid_update_is_one_quiet_line_and_other_errors_still_reach
 
     from tornado.websocket import WebSocketClosedError  # noqa: PLC0415
 
-    from explorer._dashboard import _quiet_closed_pages  # noqa: PLC0415
+    from explorer._src.dashboard.page import _quiet_closed_pages  # noqa: PLC0415
 
     loop = asyncio.new_event_loop()
     passed_on = []
@@ -227,7 +227,7 @@ _PANE_OPTIONS = dict(sizing_mode="stretch_width", min_height=340, linked_axes=Fa
 def _plot_pane_page(obj):
     from bokeh.document import Document
 
-    from explorer._dashboard_sections import PlotPane
+    from explorer._src.dashboard.sections import PlotPane
 
     doc = Document()
     pane = PlotPane(obj, **_PANE_OPTIONS)
@@ -243,11 +243,11 @@ def _hooked(doc, plot) -> bool:
 
 def test_a_plot_rendered_ahead_is_the_plot_the_next_page_would_render():
     """A page renders its plots again, off the page, for the next page showing the same plot
-    object (explorer._dashboard_sections.PlotPane): that page's document must be the one it
+    object (explorer._src.dashboard.sections.PlotPane): that page's document must be the one it
     would have built itself, and the rendering is used once, by one page."""
-    from explorer import _plots
-    from explorer._example import load_example
-    from explorer._plotcache import RENDERED_AHEAD
+    from explorer._src import plots as _plots
+    from explorer._src.store.example import load_example
+    from explorer._src.dashboard.plotcache import RENDERED_AHEAD
 
     RENDERED_AHEAD.clear()
     frame, rollouts = load_example()
@@ -288,8 +288,8 @@ def test_one_line_and_two_are_the_same_figure_updated_in_place():
     representation so far) and in several make the same figure: a line more or less updates the
     page's figure in place instead of replacing it (HoloViews gave a hover glyph to points of
     several colours only, so the two differed), and the page shows what a fresh one would."""
-    from explorer import _plots
-    from explorer._example import load_example
+    from explorer._src import plots as _plots
+    from explorer._src.store.example import load_example
 
     frame, rollouts = load_example()
     first = frame.iloc[0]
@@ -315,7 +315,7 @@ def test_one_line_and_two_are_the_same_figure_updated_in_place():
 
 
 def test_an_update_in_place_compares_what_a_full_comparison_would_find_different():
-    """explorer._bokeh_sync.plan compares only the properties either figure holds a value of
+    """explorer._src.dashboard.bokeh_sync.plan compares only the properties either figure holds a value of
     (set, themed or made on reading); the others are both their class's default. It must list
     the very settings a comparison of every property lists (the path it falls back to when
     Bokeh keeps values otherwise), for values, a line more and a line less, on every kind of
@@ -323,9 +323,10 @@ def test_an_update_in_place_compares_what_a_full_comparison_would_find_different
     import pandas as pd
     from bokeh.themes import Theme
 
-    from explorer import _bokeh_sync, _plots
-    from explorer._dashboard_sections import _PAGE_SET, PlotPane
-    from explorer._example import load_example
+    from explorer._src.dashboard import bokeh_sync as _bokeh_sync
+    from explorer._src import plots as _plots
+    from explorer._src.dashboard.sections import _PAGE_SET, PlotPane
+    from explorer._src.store.example import load_example
 
     frame, rollouts = load_example()
     first = frame.iloc[0]
@@ -375,7 +376,7 @@ def test_an_update_in_place_finds_a_change_inside_a_default_model():
     from bokeh.models import Range1d
     from bokeh.plotting import figure
 
-    from explorer import _bokeh_sync
+    from explorer._src.dashboard import bokeh_sync as _bokeh_sync
 
     live, new = figure(), figure()
     live.x_range, new.x_range = Range1d(0, 1), Range1d(0, 1)  # held by both: compared
@@ -404,7 +405,7 @@ def _plain_value(value):
 
 
 def test_a_rendering_ahead_is_only_taken_for_its_own_object():
-    from explorer._plotcache import _RenderedAhead
+    from explorer._src.dashboard.plotcache import _RenderedAhead
 
     class Plot:
         cleaned = False
@@ -432,9 +433,9 @@ def test_a_new_plot_of_the_same_kind_updates_the_figure_on_the_page_in_place():
     the one a fresh page would show, model by model."""
     import pandas as pd
 
-    from explorer import _plots
-    from explorer._example import load_example
-    from explorer._plotcache import RENDERED_AHEAD
+    from explorer._src import plots as _plots
+    from explorer._src.store.example import load_example
+    from explorer._src.dashboard.plotcache import RENDERED_AHEAD
 
     RENDERED_AHEAD.clear()
     frame, _ = load_example()

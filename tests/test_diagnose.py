@@ -14,7 +14,7 @@ import pytest
 from _support import one_line
 
 import explorer
-from explorer._findings import KINDS
+from explorer._src.diagnose.findings import KINDS
 
 # -- programs ----------------------------------------------------------------------------------
 
@@ -201,7 +201,7 @@ def test_pack_that_cannot_take_the_function_gives_one_sentence_not_a_crash(monke
     def refuses(*_args):
         raise RuntimeError("no vectoriser today\nsecond line")
 
-    monkeypatch.setattr(explorer._pack, "pack", refuses)
+    monkeypatch.setattr(explorer._src.pack.pack, "pack", refuses)
     d = explorer.diagnose(per_name_step, names(n), names(n), compile=False)
     assert d.pack_trial.status == "not tried"
     assert _note(only(d, "per-leaf-repetition")[0].saving) == (
@@ -215,8 +215,8 @@ def test_pack_that_gives_no_fewer_equations_is_neither_run_nor_measured():
 
 
 def test_pack_that_changes_the_result_is_a_failure_not_a_ratio(monkeypatch):
-    call = explorer._pack.Packed.__call__
-    monkeypatch.setattr(explorer._pack.Packed, "__call__",
+    call = explorer._src.pack.pack.Packed.__call__
+    monkeypatch.setattr(explorer._src.pack.pack.Packed, "__call__",
                         lambda self, *a: call(self, *a) + 1.0)
     d = explorer.diagnose(per_name_step, names(60), names(60), compile=False)
     trial = d.pack_trial
@@ -230,7 +230,7 @@ def test_try_pack_false_skips_it(monkeypatch):
     def never(*_args):
         raise AssertionError("pack must not be tried")
 
-    monkeypatch.setattr(explorer._pack, "pack", never)
+    monkeypatch.setattr(explorer._src.pack.pack, "pack", never)
     d = explorer.diagnose(per_name_step, names(60), names(60), compile=False, try_pack=False)
     (found,) = only(d, "per-leaf-repetition")
     assert d.pack_trial is None and "explorer.pack" not in found.saving
@@ -243,7 +243,7 @@ def test_pack_is_not_tried_without_a_per_leaf_finding(monkeypatch):
     def never(*_args):
         raise AssertionError("pack must not be tried")
 
-    monkeypatch.setattr(explorer._pack, "pack", never)
+    monkeypatch.setattr(explorer._src.pack.pack, "pack", never)
     d = explorer.diagnose(per_name_step, names(20), names(20), compile=False)
     assert d.findings == () and d.pack_trial is None
 
@@ -527,7 +527,7 @@ def _diagnose_cli(tmp_path, *args):
     import sys
 
     (tmp_path / "usercode.py").write_text(_USER_MODULE)
-    return subprocess.run([sys.executable, "-m", "explorer._cli", "diagnose", *args],
+    return subprocess.run([sys.executable, "-m", "explorer._src.cli", "diagnose", *args],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env={**os.environ, "JAX_PLATFORMS": "cpu"})
 

@@ -40,8 +40,9 @@ def test_a_negative_zero_exponent_is_printed_as_zero():
 
 
 def test_plot_legends_never_show_a_negative_zero(monkeypatch):
-    from explorer import _fits, _plots
-    from explorer._store import to_frame
+    from explorer._src.core import fits as _fits
+    from explorer._src import plots as _plots
+    from explorer._src.store.store import to_frame
 
     rows = to_frame([{"id": i, "status": "ok", "problem": "decay", "representation": "array",
                       "n_states": n, "horizon": 5, "target": "loss", "unroll": 1,
@@ -62,7 +63,7 @@ def test_plot_legends_never_show_a_negative_zero(monkeypatch):
 
 
 def test_unknown_metric_is_one_line_naming_the_choices():
-    from explorer._store import to_frame
+    from explorer._src.store.store import to_frame
 
     frame = to_frame([])
     with pytest.raises(ValueError, match="unknown metric 'bogus'; choose from: compile_s"):

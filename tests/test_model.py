@@ -12,7 +12,7 @@ import pytest
 
 import explorer
 from explorer import Store
-from explorer._model import ROLLOUT_MAX_N, ExplorerModel
+from explorer._src.dashboard.model.model import ROLLOUT_MAX_N, ExplorerModel
 
 TINY = dict(problem="decay", n_states=3, horizon=5, target="loss")
 WAIT_S = 180
@@ -45,7 +45,7 @@ def _wait_until(predicate, timeout: float = WAIT_S) -> bool:
 
 
 def test_importing_the_model_and_plots_does_not_import_panel():
-    code = ("import sys, explorer._model, explorer._plots; "
+    code = ("import sys, explorer._src.dashboard.model.model, explorer._src.plots; "
             "print('panel' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -136,7 +136,7 @@ def test_a_case_measured_again_keeps_its_trajectories_until_the_new_ones_arrive(
     instead of dropping its line and saying it has none; then it shows the new row's."""
     import numpy as np
 
-    from explorer._example import load_example
+    from explorer._src.store.example import load_example
 
     frame, rollouts = load_example()
     case = frame[frame["id"].isin(list(rollouts))].iloc[0]
@@ -282,7 +282,7 @@ def test_default_backend_is_the_accelerator_once_the_worker_answers(tmp_path, ex
                                                                    monkeypatch):
     import concurrent.futures as cf
 
-    from explorer import _run
+    from explorer._src.jobs import run as _run
 
     answer = cf.Future()
     monkeypatch.setitem(_run._backend_jobs, executor, answer)
@@ -402,7 +402,7 @@ def test_rows_that_arrive_while_the_page_is_busy_are_added_in_one_update(tmp_pat
 
 
 def test_before_inspecting_a_row_the_page_says_what_it_is_and_how_big():
-    from explorer._model_programs import LARGE_EQNS, _before_inspecting
+    from explorer._src.dashboard.model.programs import LARGE_EQNS, _before_inspecting
 
     small = {"status": "ok", "jaxpr_eqns": 120, "n_states": 10}
     assert _before_inspecting(1, small) == ""
@@ -433,8 +433,8 @@ def test_bad_input_is_said_next_to_the_fields_and_in_the_status(model):
 def test_compare_runs_puts_two_jax_versions_side_by_side(tmp_path, executor):
     """Rows of the same cases under two JAX versions: the Compare runs part finds both groups
     and gives the ratios b / a (rows written as another interpreter's worker would)."""
-    import explorer._plots as plots  # noqa: PLC0415
-    from explorer._model import ExplorerModel  # noqa: PLC0415
+    import explorer._src.plots as plots  # noqa: PLC0415
+    from explorer._src.dashboard.model.model import ExplorerModel  # noqa: PLC0415
 
     store = explorer.Store(tmp_path / "r.sqlite")
     for version, compile_s in (("0.10.2", 1.0), ("0.12.0", 3.0)):
@@ -465,8 +465,8 @@ def test_compare_runs_puts_two_jax_versions_side_by_side(tmp_path, executor):
 
 def test_a_page_has_its_case_built_ahead_while_the_worker_is_idle(tmp_path, executor):
     """Once the worker has answered, and again when N changes, the page's case is built in the
-    idle worker (explorer._run.prepare): asking again finds nothing left to do."""
-    from explorer import _run
+    idle worker (explorer._src.jobs.run.prepare): asking again finds nothing left to do."""
+    from explorer._src.jobs import run as _run
 
     executor.submit(int, 0).result()  # idle, as a page usually finds it (else it builds nothing)
     m = ExplorerModel(store=tmp_path / "p.sqlite", executor=executor, problem="lotka_volterra",
@@ -492,7 +492,7 @@ def test_a_run_behind_a_case_being_built_ahead_says_so(tmp_path, executor):
     worker is preparing, not that the page waits in a shared queue."""
     from _support import sleep
 
-    from explorer import _run
+    from explorer._src.jobs import run as _run
 
     m = ExplorerModel(store=tmp_path / "q.sqlite", executor=executor, **TINY,
                       representations=["array"])

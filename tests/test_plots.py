@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from explorer import _plots
-from explorer._store import to_frame
+from explorer._src import plots as _plots
+from explorer._src.store.store import to_frame
 
 
 def _rows(reps=("dict", "array"), sizes=(1, 10, 100), target="loss", k=None, **extra):

@@ -6,9 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from explorer._named import NamedArray
-from explorer._problems import get_problem
-from explorer._representations import (
+from explorer._src.core.named import NamedArray
+from explorer._src.core.problems import get_problem
+from explorer._src.core.representations import (
     MAX_HORIZON,
     MAX_N_STATES,
     REPRESENTATIONS,

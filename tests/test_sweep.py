@@ -13,7 +13,7 @@ from _support import pid as _pid
 from _support import sleep as _sleep
 
 import explorer
-from explorer._store import COLUMNS
+from explorer._src.store.store import COLUMNS
 
 
 def test_sweep_stores_every_row_and_reads_back(tmp_path, executor):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer._userref import load
+from explorer._src.util.userref import load
 
 
 def _write(folder, name, text):

@@ -11,8 +11,8 @@ import pytest
 from _support import cli_in_process, one_line
 
 import explorer
-from explorer import _worker
-from explorer._dashboard import settings_from_environment
+from explorer._src.jobs import worker as _worker
+from explorer._src.dashboard.page import settings_from_environment
 
 GIB = 2**30
 

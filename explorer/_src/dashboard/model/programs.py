@@ -1,0 +1,168 @@
+"""The programs behind a result: inspect one (jaxpr, StableHLO, HLO, blame), compare two.
+
+Both run in the worker, like a measurement, as jobs of the page's :class:`JobQueue`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pandas as pd
+import param
+
+from ...jobs.jobs import compare_specs, inspect_spec
+from .controls import CaseControls
+from .jobs import JobQueue
+from .results import Results
+from .session import Session
+from .view import PlotView
+from ...core.representations import REPRESENTATIONS
+from ...core.spec import Spec
+
+__all__ = ["MAX_TEXT_CHARS", "ProgramInspector"]
+
+# Program text longer than this is cut in the page (a dict program at N=1000 is megabytes).
+MAX_TEXT_CHARS = 200_000
+
+
+class ProgramInspector(param.Parameterized):
+    """The selected result's programs, and the comparison of two representations."""
+
+    selected = param.Integer(default=None, allow_None=True, precedence=-1,
+                             doc="Id of the result whose programs to inspect.")
+    program = param.Dict(default={}, precedence=-1,
+                         doc="title, jaxpr, stablehlo, hlo texts of the inspected result.")
+    blame_table = param.DataFrame(default=None, allow_None=True, precedence=-1)
+    compare_a = param.Selector(default="dict", objects=list(REPRESENTATIONS), label="Compare")
+    compare_b = param.Selector(default="array", objects=list(REPRESENTATIONS), label="with")
+    comparison = param.Dict(default={}, precedence=-1, doc="verdict and diffs of a comparison.")
+
+    session = param.ClassSelector(class_=Session, precedence=-1)
+    controls = param.ClassSelector(class_=CaseControls, precedence=-1)
+    results = param.ClassSelector(class_=Results, precedence=-1)
+    view = param.ClassSelector(class_=PlotView, precedence=-1)
+    jobs = param.ClassSelector(class_=JobQueue, precedence=-1)
+
+    def inspect(self, row_id: int | None = None) -> bool:
+        """Fetch the jaxpr, StableHLO, optimised HLO and equation blame of a result (the
+        selected one by default); the work runs in the worker, like a measurement."""
+        row_id = self.selected if row_id is None else row_id
+        row = self.results.row(row_id)
+        if row is None:
+            self.session.show("Select a row of the results table first.", "warning")
+            return False
+        try:
+            spec = Spec(row["problem"], row["representation"], int(row["n_states"]),
+                        int(row["horizon"]), row["target"], int(row["unroll"])).validated()
+        except (ValueError, TypeError, KeyError) as err:
+            self.session.show(f"Cannot inspect this row: {err}", "danger")
+            return False
+        note = _before_inspecting(row_id, row)
+        if note:
+            self.session.show(note, "warning")
+        else:
+            self.session.clear_alert()
+        self.jobs.busy = True
+        self.jobs.start(self._inspect_job, spec)
+        return True
+
+    def _inspect_job(self, cancel: threading.Event, spec: Spec) -> None:
+        future = self.jobs.submit(inspect_spec, (spec,), f"inspect {spec.label}")
+        try:
+            texts = self.jobs.result(future, cancel,
+                                     lambda what: f"Inspecting {spec.label} — {what}")
+        except BaseException as err:  # noqa: BLE001
+            self.jobs.failed(f"Inspecting {spec.label}", err, "Inspection failed.")
+            return
+        program = {"title": spec.label}
+        for key in ("jaxpr", "stablehlo", "hlo"):
+            program[key] = _cut(texts.get(key))
+        blame = pd.DataFrame(texts.get("blame") or [])
+        order = [c for c in ("eqns", "code", "function", "line", "primitives", "file")
+                 if c in blame]
+        blame = blame[order + [c for c in blame if c not in order]]
+
+        def publish() -> None:
+            self.param.update(program=program, blame_table=blame)
+            self.jobs.finish_job(f"Programs of {spec.label} shown below.")
+
+        self.session.post(publish)
+
+    def compare(self) -> bool:
+        """Say whether two representations are the same program to XLA (``compare()``), at the
+        current problem, N, horizon, unroll and plot target."""
+        c = self.controls
+        try:
+            a, b = (Spec(c.problem, rep, c.n_states, c.horizon, self.view.show_target,
+                         c.unroll).validated() for rep in (self.compare_a, self.compare_b))
+        except (ValueError, TypeError) as err:
+            self.session.show(f"Bad input: {str(err).splitlines()[0]}", "danger")
+            return False
+        self.session.clear_alert()
+        self.jobs.busy = True
+        self.jobs.start(self._compare_job, a, b)
+        return True
+
+    def _compare_job(self, cancel: threading.Event, a: Spec, b: Spec) -> None:
+        label = f"{a.representation} vs {b.representation} N={a.n_states}"
+        future = self.jobs.submit(compare_specs, (a, b), f"compare {label}")
+        try:
+            result = self.jobs.result(future, cancel, lambda what: f"Comparing {label} — {what}")
+        except BaseException as err:  # noqa: BLE001
+            self.jobs.failed(f"Comparing {label}", err, "Comparison failed.")
+            return
+        fields = dataclasses.asdict(result) if dataclasses.is_dataclass(result) else {}
+        comparison = {
+            "title": f"{a.label}  vs  {b.label}",
+            "verdict": str(result),
+            "same_jaxpr": fields.get("same_jaxpr"),
+            "same_hlo": fields.get("same_hlo"),
+            "jaxpr_diff": _cut(fields.get("jaxpr_diff")) or "(no difference)",
+            "hlo_diff": _cut(fields.get("hlo_diff")) or "(no difference)",
+            "labels": tuple(fields.get("labels") or ("a", "b")),
+            "op_summary": getattr(result, "op_summary", ""),
+            "distinct": tuple(fields.get("distinct") or ()),
+        }
+
+        def publish() -> None:
+            self.comparison = comparison
+            self.jobs.finish_job(f"Compared {label}: {str(result).split(':')[0]}.")
+
+        self.session.post(publish)
+
+
+# Above this many jaxpr equations (or, unmeasured, this many states) printing the programs takes
+# minutes on a laptop: said before it starts.
+LARGE_EQNS, LARGE_N = 50_000, 1000
+
+
+def _before_inspecting(row_id: int | None, row: dict) -> str:
+    """What the user should know before a row's programs are fetched: what the row is, and how
+    big its program is (measured) or may be; empty for an ordinary small row."""
+    notes = []
+    status = row.get("status")
+    if status not in (None, "ok"):
+        notes.append(f"Row {row_id} is {status}: it has no measurement, so its programs are "
+                     "traced, lowered and compiled now.")
+    eqns = pd.to_numeric(row.get("jaxpr_eqns"), errors="coerce")
+    if pd.notna(eqns) and eqns > 0:
+        if eqns > LARGE_EQNS:
+            notes.append(f"Its program is large ({int(eqns):,} jaxpr equations): building and "
+                         "printing it may take minutes.")
+    elif int(row.get("n_states") or 0) >= LARGE_N:
+        notes.append(f"Its size is unknown (not measured) and N = {int(row['n_states']):,}: "
+                     "a per-name program this size may take minutes.")
+    if notes:
+        notes.append("The status line shows the stage; Cancel stops it.")
+    return " ".join(notes)
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None:
+        return None
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    return (text[:MAX_TEXT_CHARS]
+            + f"\n\n… cut here: {len(text) - MAX_TEXT_CHARS:,} more characters not shown.")
+

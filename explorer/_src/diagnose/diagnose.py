@@ -1,0 +1,528 @@
+"""``diagnose``: why your own JAX function compiles slowly, and what to write instead.
+
+It traces (and, unless ``compile=False``, compiles cold through :func:`explorer.measure`) the
+function once, reads the jaxpr in one linear walk, and turns what it sees into findings: too many
+arguments, the same equations repeated once per leaf (jax-ml/jax#4667 "Slow compilation for
+functions acting on PyTrees", https://github.com/jax-ml/jax/issues/4667), a Python loop unrolled
+into a chain, arrays baked in as constants, too many loop-carried arrays, a huge scan ``unroll``.
+The thresholds are keyword arguments; the rendering lives in ``_report.py``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.extend.core as jex_core
+import numpy as np
+import pandas as pd
+
+from . import findings as _findings
+from ..pack import pack as _pack
+from ..util import validate as v
+from ..core.blame import LineKey, blame_frame, line_of, scopes
+from .findings import Finding, LineShape, Limits, Program
+from ..core.measure import (Measurement, _device, _fun_name, count_eqns, measure_traced,
+                       static_positions)
+
+from ..core.fits import fit_power_law, format_exponent
+
+__all__ = ["Diagnosis", "Finding", "PackTrial", "Projection", "diagnose"]
+
+DEFAULT_SIZES = (10, 30, 100)
+MAX_SIZE = 1_000_000
+PROJECTION_FACTOR = 10
+BUSY_LINES = 16  # per scope; findings report at most three lines per kind anyway
+SIZE_METRICS = ("n_leaves", "jaxpr_eqns", "stablehlo_bytes", "trace_s", "lower_s", "compile_s")
+PACK_RTOL, PACK_ATOL = 1e-5, 1e-6  # the packed outputs must match the original's this closely
+
+
+@dataclasses.dataclass(frozen=True)
+class Projection:
+    """Compile time at a size that was not measured, from the power law fitted to the sizes that
+    were: ``compile_s ≈ c · size^k``. A projection, never a measurement."""
+
+    size: int
+    compile_s: float
+    k: float
+    r2: float
+    fitted_sizes: tuple[int, ...]
+
+    def __str__(self) -> str:
+        sizes = ", ".join(map(str, self.fitted_sizes))
+        return (f"projection: compile ≈ {self.compile_s:.3g} s at size {self.size} (power law "
+                f"k={format_exponent(self.k)}, r²={self.r2:.2f}, fitted on sizes {sizes}; "
+                "not measured)")
+
+
+@dataclasses.dataclass(frozen=True)
+class PackTrial:
+    """What happened when ``diagnose`` tried :func:`explorer.pack` on a per-leaf program.
+
+    Attributes:
+        status: ``"measured"`` (packed, outputs checked equal, then measured), ``"not tried"``
+            (pack could not take the function; ``reason`` says why), ``"no gain"`` (its traced
+            program has no fewer equations, so it is neither run nor compiled) or ``"changed the
+            result"`` (the packed outputs differ from the original's; ``reason`` says where; no
+            ratio).
+        reason: one sentence, ``None`` when measured.
+        eqns_before, compile_s_before: the original's figures, as the diagnosis measured them.
+        eqns_after: equations of the packed program (``count_eqns`` of its trace, as for the
+            original); ``None`` unless measured.
+        compile_s_after: its cold compile time through :func:`explorer.measure`; ``None``
+            unless measured with ``compile=True``.
+    """
+
+    status: str
+    reason: str | None
+    eqns_before: int
+    compile_s_before: float | None
+    eqns_after: int | None = None
+    compile_s_after: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Diagnosis:
+    """What :func:`diagnose` found in one function.
+
+    Attributes:
+        name: the function's name.
+        n_leaves: array arguments as JAX sees them (leaves of the non-static arguments).
+        leaf_paths: each leaf's pytree path, ``args[i]`` + ``jax.tree_util.keystr``.
+        jaxpr_eqns: equations, sub-jaxprs (scan, cond, pjit bodies) included.
+        stablehlo_bytes: length of the StableHLO text (``Lowered.as_text()``).
+        constant_bytes: bytes of array data baked into the program as constants.
+        trace_s, lower_s: seconds for those stages, caches cleared first.
+        compile_s: cold XLA compile seconds, ``None`` with ``compile=False``.
+        measurement: the full cold :class:`Measurement` when compiled, else ``None``.
+        top_lines: the blame table: equations per source line, most first.
+        findings: what to change, most important kind first (see :class:`Finding`).
+        limits: the thresholds the findings were judged by.
+        sizes: with ``make_args``/``sizes``: one row of figures per size, else ``None``.
+        exponents: the fitted ``k`` of each figure against size (``figure ≈ c·size^k``).
+        projection: compile time projected to 10× the largest size (not measured).
+        pack_trial: what trying :func:`explorer.pack` gave (see :class:`PackTrial`), ``None``
+            when it was not tried (no ``"per-leaf-repetition"`` finding, or ``try_pack=False``).
+    """
+
+    name: str
+    n_leaves: int
+    leaf_paths: tuple[str, ...]
+    jaxpr_eqns: int
+    stablehlo_bytes: int
+    constant_bytes: int
+    trace_s: float
+    lower_s: float
+    compile_s: float | None
+    measurement: Measurement | None
+    top_lines: pd.DataFrame
+    findings: tuple[Finding, ...]
+    limits: Limits
+    sizes: pd.DataFrame | None = None
+    exponents: pd.DataFrame | None = None
+    projection: Projection | None = None
+    pack_trial: PackTrial | None = None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds of the findings, in order."""
+        return tuple(f.kind for f in self.findings)
+
+    def __str__(self) -> str:
+        from .report import text  # noqa: PLC0415 - rendering only when shown
+
+        return text(self)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        from .report import html_fragment  # noqa: PLC0415
+
+        return html_fragment(self)
+
+    def to_html(self, path: str | os.PathLike) -> Path:
+        """Write a standalone HTML report (everything inline: it opens offline) to ``path``.
+
+        Refuses to replace a file that is not a report written by this method.
+        """
+        from .report import write_html  # noqa: PLC0415
+
+        return write_html(self, path)
+
+
+def diagnose(
+    fn: Callable,
+    *args: Any,
+    static_argnums: int | Sequence[int] = (),
+    compile: bool = True,  # noqa: A002 - the word users expect, as in jax.stages
+    make_args: Callable[[int], tuple] | None = None,
+    sizes: Sequence[int] | None = None,
+    backend: str | None = None,
+    max_leaves: int = _findings.MAX_LEAVES,
+    min_repeats: int = _findings.MIN_REPEATS,
+    min_chain: int = _findings.MIN_CHAIN,
+    max_constant_bytes: int = _findings.MAX_CONSTANT_BYTES,
+    max_unroll: int = _findings.MAX_UNROLL,
+    try_pack: bool = True,
+) -> Diagnosis:
+    """Trace (and compile cold) ``fn(*args)``, find what makes it slow, and say what to write.
+
+    Args:
+      fn: the function as you would pass it to ``jax.jit``.
+      *args: example arguments, static ones included.
+      static_argnums: as for ``jax.jit``.
+      compile: compile cold through :func:`explorer.measure` (timings, program sizes);
+        ``False`` traces and lowers only.
+      make_args: instead of ``args``: ``make_args(n)`` returns the argument tuple at size ``n``;
+        the function is diagnosed at every size of ``sizes`` and each figure's growth fitted.
+      sizes: the sizes for ``make_args`` (default ``(10, 30, 100)``), at least two.
+      backend: ``"cpu"``, ``"gpu"``... (default: JAX's default backend).
+      max_leaves: ``"many-arguments"`` (and ``"many-carry-leaves"``) from this many leaves.
+      min_repeats: ``"per-leaf-repetition"`` from this many independent repeats on one line.
+      min_chain: ``"unrolled-loop"`` from a chain this long on one line.
+      max_constant_bytes: ``"large-constants"`` from this many bytes of baked-in arrays.
+      max_unroll: ``"large-unroll"`` from a scan ``unroll`` this large.
+      try_pack: when there is a ``"per-leaf-repetition"`` finding, try :func:`explorer.pack` on
+        ``fn`` with the same arguments (static ones held fixed). The original is run op by op
+        (``jax.disable_jit``, so it is not compiled a second time) and the packed program
+        jitted; only if their outputs agree (``allclose``) is the packed program measured as
+        the original was: its equations always, its cold compile time when ``compile=True``.
+        The ratios go into that finding's ``saving`` (and ``Diagnosis.pack_trial``); if pack
+        cannot take ``fn`` (its output is not shaped like its first argument, its leaves do not
+        stack...) or changes the result, the saving says so in one sentence instead. Default
+        ``True``; with ``make_args`` it is tried at the largest size only. It costs one more
+        trace, an op-by-op run of ``fn`` and, with ``compile=True``, one cold compile of the
+        (small) packed program.
+
+    Returns:
+      A :class:`Diagnosis`; ``print`` it, show it in a notebook, or ``.to_html(path)`` it.
+
+    Raises:
+      ValueError: one line naming the bad input, or what failed while tracing ``fn``.
+    """
+    if not callable(fn):
+        raise ValueError(f"diagnose needs a function, got {type(fn).__name__}")
+    if not isinstance(compile, bool):
+        raise ValueError(f"compile must be True or False, got {compile!r}")
+    if not isinstance(try_pack, bool):
+        raise ValueError(f"try_pack must be True or False, got {try_pack!r}")
+    limits = Limits(
+        max_leaves=v.check_int("max_leaves", max_leaves, 1, 10**9),
+        min_repeats=v.check_int("min_repeats", min_repeats, 2, 10**9),
+        min_chain=v.check_int("min_chain", min_chain, 2, 10**9),
+        max_constant_bytes=v.check_int("max_constant_bytes", max_constant_bytes, 1, 10**15),
+        max_unroll=v.check_int("max_unroll", max_unroll, 2, 10**9),
+    )
+    if backend is not None:
+        _device(backend)  # one-line ValueError now, not after the factory ran
+    if make_args is None:
+        if sizes is not None:
+            raise ValueError("sizes needs make_args (a function of the size that returns "
+                             "the arguments)")
+        return _diagnose_one(fn, args, _static(static_argnums, len(args)), compile, backend, limits,
+                             try_pack)
+    if args:
+        raise ValueError("pass either example arguments or make_args, not both")
+    if not callable(make_args):
+        raise ValueError(f"make_args must be a function of the size, "
+                         f"got {type(make_args).__name__}")
+    sizes = _check_sizes(DEFAULT_SIZES if sizes is None else sizes)
+    return _diagnose_sizes(fn, make_args, sizes, static_argnums, compile, backend, limits,
+                           try_pack)
+
+
+# -- one function, one size ------------------------------------------------------------------
+def _static(static_argnums: Any, n_args: int) -> tuple[int, ...]:
+    return static_positions(static_argnums, n_args)  # negative count from the end, as in jit
+
+
+def _leaf_paths(args: tuple, static: tuple[int, ...]) -> tuple[str, ...]:
+    paths = []
+    for i, arg in enumerate(args):
+        if i in static:
+            continue
+        leaves, _ = jax.tree_util.tree_flatten_with_path(arg)
+        paths.extend(f"args[{i}]{jax.tree_util.keystr(path)}" for path, _leaf in leaves)
+    return tuple(paths)
+
+
+def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: bool,
+                  backend: str | None, limits: Limits, try_pack: bool = False) -> Diagnosis:
+    name = _fun_name(fn)
+    measurement = None
+    try:
+        if compile:
+            measurement, traced = measure_traced(fn, *args, static_argnums=static, runs=1,
+                                                 backend=backend, name=name)
+            trace_s, lower_s = measurement.trace_s, measurement.lower_s
+            hlo_bytes, eqns = measurement.hlo_pre_bytes, measurement.jaxpr_eqns
+        else:
+            with jax.default_device(_device(backend)):
+                jax.clear_caches()  # as measure does: the times below are not from a cache
+                jitted = jax.jit(fn, static_argnums=static)
+                t0 = time.perf_counter()
+                traced = jitted.trace(*args)
+                t1 = time.perf_counter()
+                lowered = traced.lower()
+                t2 = time.perf_counter()
+                hlo_bytes = len(lowered.as_text())
+            trace_s, lower_s = t1 - t0, t2 - t1
+            eqns = count_eqns(traced.jaxpr)
+    except Exception as err:  # the user's code failed to trace, lower or compile
+        raise ValueError(f"diagnosing {name} failed: {v.describe_error(err)}") from err
+    paths = _leaf_paths(args, static)
+    program = read_program(traced.jaxpr, limits)
+    findings = _findings.find(program, limits, n_leaves=len(paths), leaf_paths=paths,
+                              total_eqns=eqns, hlo_bytes=hlo_bytes)
+    trial = None
+    if try_pack and any(f.kind == "per-leaf-repetition" for f in findings):
+        trial = _try_pack(fn, args, static, traced, eqns,
+                          measurement.compile_s if measurement else None, compile, backend, name)
+        first = next(i for i, f in enumerate(findings) if f.kind == "per-leaf-repetition")
+        findings[first] = _findings.with_pack(findings[first], trial)
+    return Diagnosis(
+        name=name, n_leaves=len(paths), leaf_paths=paths, jaxpr_eqns=eqns,
+        stablehlo_bytes=hlo_bytes, constant_bytes=program.constant_bytes,
+        trace_s=trace_s, lower_s=lower_s,
+        compile_s=measurement.compile_s if measurement else None, measurement=measurement,
+        top_lines=blame_frame(program.counts), findings=tuple(findings), limits=limits,
+        pack_trial=trial)
+
+
+# -- trying explorer.pack on a per-leaf program ----------------------------------------------
+def _try_pack(fn: Callable, args: tuple, static: tuple[int, ...], traced: Any, eqns: int,
+              compile_s: float | None, compile: bool, backend: str | None,
+              name: str) -> PackTrial:
+    """Pack ``fn``, check it computes the same, and measure it as the original was measured.
+
+    Never raises for the user's code: what went wrong is the trial's one-sentence ``reason``.
+    """
+    def failed(status: str, reason: str) -> PackTrial:
+        return PackTrial(status=status, reason=reason, eqns_before=eqns,
+                         compile_s_before=compile_s)
+
+    dynamic = tuple(a for i, a in enumerate(args) if i not in static)
+    if not dynamic:
+        return failed("not tried", "the function has no array arguments to stack")
+
+    def step(*dyn: Any) -> Any:  # the static arguments held fixed, as jit holds them
+        it = iter(dyn)
+        return fn(*[a if i in static else next(it) for i, a in enumerate(args)])
+
+    got = jax.tree_util.tree_structure(traced.out_info)
+    want = jax.tree_util.tree_structure(dynamic[0])
+    if got != want:  # pack's first check, without tracing the function again
+        return failed("not tried", f"the function returns {_outline(got)}, not a pytree shaped "
+                      f"like its first argument ({_outline(want)}), and pack rewrites a step "
+                      "whose output matches its state")
+    device = _device(backend)
+    try:
+        with jax.default_device(device):
+            packed = _pack.pack(step, *dynamic)
+            stacked = packed.pack_args(*dynamic)
+    except Exception as err:  # noqa: BLE001 - any refusal is reported, never raised
+        return failed("not tried", _sentence(err))
+    def packed_fn(*xs: Any) -> Any:  # a plain function: jit names it without Packed's repr,
+        return packed(*xs)            # which traces the packed step again (its report)
+
+    packed_fn.__name__ = packed_fn.__qualname__ = f"pack({name})"
+    try:  # tracing the packed program is cheap; running and compiling it may not be
+        with jax.default_device(device):
+            traced_eqns = count_eqns(jax.jit(packed_fn).trace(*stacked).jaxpr)
+        scalar = sorted(packed._graph.scalar)  # what PackReport.scalar lists, without a trace
+    except Exception as err:  # noqa: BLE001
+        return failed("not tried", f"tracing the packed program failed: {_sentence(err)}")
+    if traced_eqns >= eqns:
+        left = f"it leaves {', '.join(scalar)} leaf by leaf here and " if scalar else "it "
+        return failed("no gain", f"{left}gives no fewer equations, so it was neither run nor "
+                      "measured")
+    try:
+        with jax.default_device(device):
+            with jax.disable_jit():  # op by op: the big original is not compiled again
+                expected = jax.block_until_ready(step(*dynamic))
+            produced = jax.block_until_ready(packed.unpack(jax.jit(packed_fn)(*stacked)))
+    except Exception as err:  # noqa: BLE001
+        return failed("not tried", f"running it to compare outputs failed: {_sentence(err)}")
+    difference = _difference(expected, produced)
+    if difference is not None:
+        return failed("changed the result", difference)
+    try:
+        if compile:
+            m, _ = measure_traced(packed_fn, *stacked, runs=1, backend=backend,
+                                  name=packed_fn.__name__)
+            eqns_after, compile_after = m.jaxpr_eqns, m.compile_s
+        else:
+            eqns_after, compile_after = traced_eqns, None
+    except Exception as err:  # noqa: BLE001
+        return failed("not tried", f"measuring the packed program failed: {_sentence(err)}")
+    return PackTrial(status="measured", reason=None, eqns_before=eqns,
+                     compile_s_before=compile_s, eqns_after=eqns_after,
+                     compile_s_after=compile_after)
+
+
+def _outline(treedef: Any) -> str:
+    """A short name for a pytree structure: ``a scalar``, ``a dict of 60 leaves``..."""
+    n = treedef.num_leaves
+    if treedef == jax.tree_util.tree_structure(0):
+        return "a single array"
+    kind = type(jax.tree_util.tree_unflatten(treedef, [0] * n)).__name__
+    return f"a {kind} of {n} {'leaf' if n == 1 else 'leaves'}"
+
+
+def _sentence(err: BaseException) -> str:
+    text = v.describe_error(err) if not isinstance(err, ValueError) else str(err).strip()
+    text = text.splitlines()[0] if text else type(err).__name__
+    return text.removeprefix("pack: ").rstrip(".")
+
+
+def _difference(expected: Any, produced: Any) -> str | None:
+    """``None`` when every leaf agrees (``allclose``), else where and by how much not."""
+    want = jax.tree_util.tree_flatten_with_path(expected)[0]
+    got = jax.tree_util.tree_leaves(produced)
+    if len(want) != len(got):
+        return f"it returned {len(got)} leaves instead of {len(want)}"
+    for (path, a), b in zip(want, got):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return f"leaf {jax.tree_util.keystr(path)} has shape {b.shape} instead of {a.shape}"
+        if not np.allclose(a, b, rtol=PACK_RTOL, atol=PACK_ATOL, equal_nan=True):
+            worst = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+            return (f"leaf {jax.tree_util.keystr(path) or '<root>'} differs by up to "
+                    f"{worst:.3g}")
+    return None
+
+
+# -- the one walk over the program ----------------------------------------------------------
+def read_program(closed_jaxpr: Any, limits: Limits) -> Program:
+    """Everything the findings need from a jaxpr, in one pass over its equations.
+
+    Per scope (the top jaxpr and each nested body) equations are grouped by source line; the
+    ``BUSY_LINES`` lines with the most equations (and enough to matter) get a second, dependency
+    pass over their scope (:func:`_shape`), so the cost stays linear in the number of equations.
+    """
+    counts: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
+    shapes: list[LineShape] = []
+    loops: list[_findings.Loop] = []
+    constants: list[_findings.Constant] = []
+    top_consts = {var: c for var, c in zip(closed_jaxpr.jaxpr.constvars, closed_jaxpr.consts)}
+    floor = min(limits.min_repeats, limits.min_chain)
+    seen: set[int] = set()
+    for scope in scopes(closed_jaxpr):
+        lines: dict[LineKey, list] = collections.defaultdict(list)
+        for eqn in scope.eqns:
+            line = line_of(eqn)
+            counts[line][eqn.primitive.name] += 1
+            lines[line].append(eqn)
+            if top_consts:
+                for var in eqn.invars:
+                    if not isinstance(var, jex_core.Literal) and var in top_consts:
+                        constants.append(_findings.Constant.of(top_consts.pop(var), line))
+            for param in eqn.params.values():
+                for closed in (param if isinstance(param, (tuple, list)) else (param,)):
+                    if isinstance(closed, jex_core.ClosedJaxpr) and id(closed) not in seen:
+                        seen.add(id(closed))  # a body shared by several equations counts once
+                        constants.extend(_findings.Constant.of(c, line) for c in closed.consts)
+            if eqn.primitive.name in ("scan", "while"):
+                loops.append(_findings.Loop.of(eqn, line))
+        busy = sorted((e for e in lines.values() if len(e) >= floor), key=len, reverse=True)
+        shapes.extend(_shape(scope, line_of(eqns[0]), eqns) for eqns in busy[:BUSY_LINES])
+    constants.extend(_findings.Constant.of(c, None) for c in top_consts.values())  # unused ones
+    return Program(counts=dict(counts), shapes=tuple(shapes), loops=tuple(loops),
+                   constants=tuple(constants))
+
+
+def _operands(eqn: Any) -> tuple:
+    return tuple(var for var in eqn.invars if not isinstance(var, jex_core.Literal))
+
+
+def _shape(scope: Any, line: LineKey, members: list) -> LineShape:
+    """How one line's equations connect, from one pass over the scope in program order.
+
+    The depth of an equation of the line is how many equations of the line lie on the longest
+    path that ends in it (through any others). Repeats of a Python loop over names share a depth
+    (side by side); the steps of a Python loop over time each add depth (a chain).
+    """
+    ids = {id(e) for e in members}
+    depth: dict[Any, int] = {}
+    layers: dict[tuple[str, int], list] = collections.defaultdict(list)
+    fresh: set = set()
+    eqns = scope.eqns
+    start = next(i for i, e in enumerate(eqns) if id(e) in ids)  # nothing before has depth
+    for eqn in itertools.islice(eqns, start, None):
+        operands = _operands(eqn)
+        d = max([depth.get(var, 0) for var in operands], default=0) if depth else 0
+        if id(eqn) in ids:
+            fresh.update(var for var in operands if depth.get(var, 0) == 0)
+            d += 1
+            layers[(eqn.primitive.name, d)].append(operands)
+        if d:
+            for out in eqn.outvars:
+                depth[out] = d
+    (prim, _), widest = max(layers.items(), key=lambda item: len(item[1]))
+    # Every primitive of a loop body recurs once per step; one recurring several times per step
+    # (as under grad) would overcount, so the step count is the smallest recurrence.
+    recurrences = [n for n in collections.Counter(p for p, _ in layers).values() if n > 1]
+    return LineShape(
+        line=line, eqns=len(members), chain=max(d for _, d in layers),
+        steps=min(recurrences, default=1), width=len(widest), width_primitive=prim,
+        width_distinct=len(set(widest)), fresh_inputs=len(fresh),
+        transposed=any("transpose" in str(e.source_info.name_stack) for e in members),
+        mix=collections.Counter(e.primitive.name for e in members))
+
+
+# -- several sizes ----------------------------------------------------------------------------
+def _check_sizes(sizes: Any) -> tuple[int, ...]:
+    checked = v.check_ints("sizes", sizes, 1, MAX_SIZE)
+    if len(checked) < 2:
+        raise ValueError(f"sizes needs at least two different sizes to fit a growth rate, "
+                         f"got {sizes!r}")
+    return checked
+
+
+def _call_factory(make_args: Callable, n: int) -> tuple:
+    label = getattr(make_args, "__qualname__", None) or type(make_args).__name__
+    try:
+        produced = make_args(n)
+    except Exception as err:
+        raise ValueError(f"make_args {label}({n}) raised {v.describe_error(err)}") from err
+    if not isinstance(produced, tuple):
+        raise ValueError(f"make_args {label}({n}) must return the tuple of arguments, "
+                         f"got {type(produced).__name__}")
+    return produced
+
+
+def _diagnose_sizes(fn: Callable, make_args: Callable, sizes: tuple[int, ...],
+                    static_argnums: Any, compile: bool, backend: str | None,
+                    limits: Limits, try_pack: bool) -> Diagnosis:
+    found: list[tuple[int, Diagnosis]] = []
+    for i, n in enumerate(sizes):
+        args = _call_factory(make_args, n)
+        last = i == len(sizes) - 1  # the diagnosis returned is the largest size's
+        found.append((n, _diagnose_one(fn, args, _static(static_argnums, len(args)), compile,
+                                        backend, limits, try_pack and last)))
+    table = pd.DataFrame([{"size": n, **{m: getattr(d, m) for m in SIZE_METRICS}}
+                          for n, d in found])
+    exponents = pd.DataFrame(
+        [{"metric": m, **fit} for m in SIZE_METRICS
+         if (fit := fit_power_law(table["size"], table[m])) is not None],
+        columns=["metric", "k", "c", "r2", "points", "n_min", "n_max"])
+    projection = None
+    if compile:
+        fit = fit_power_law(table["size"], table["compile_s"])
+        if fit is not None:
+            size = PROJECTION_FACTOR * max(sizes)
+            projection = Projection(size=size, compile_s=fit["c"] * size ** fit["k"], k=fit["k"],
+                                    r2=fit["r2"], fitted_sizes=sizes)
+    last = found[-1][1]
+    findings = tuple(_findings.with_growth(f, [(n, d.top_lines) for n, d in found])
+                     for f in last.findings)
+    return dataclasses.replace(last, findings=findings, sizes=table, exponents=exponents,
+                               projection=projection)
+

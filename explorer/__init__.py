@@ -8,10 +8,6 @@ use of :func:`dashboard`, the plotting functions (HoloViews) on first use of
 from ._src.core.blame import blame as blame
 from ._src.core.compare import Comparison as Comparison
 from ._src.core.compare import compare as compare
-from ._src.diagnose.diagnose import Diagnosis as Diagnosis
-from ._src.diagnose.diagnose import Projection as Projection
-from ._src.diagnose.diagnose import diagnose as diagnose
-from ._src.diagnose.findings import Finding as Finding
 from ._src.core.fits import fit_power_law as fit_power_law
 from ._src.core.fits import format_exponent as format_exponent
 from ._src.core.fits import scaling_exponents as scaling_exponents
@@ -21,9 +17,6 @@ from ._src.core.measure import measure as measure
 from ._src.core.measure import measure_case as measure_case
 from ._src.core.measure import program_texts as program_texts
 from ._src.core.named import NamedArray as NamedArray
-from ._src.pack.pack import PackReport as PackReport
-from ._src.pack.pack import Packed as Packed
-from ._src.pack.pack import pack as pack
 from ._src.core.problems import Problem as Problem
 from ._src.core.problems import UserProblem as UserProblem
 from ._src.core.problems import define_problem as define_problem
@@ -34,12 +27,10 @@ from ._src.core.representations import build_case as build_case
 from ._src.core.representations import representations as representations
 from ._src.core.runs import compare_runs as compare_runs
 from ._src.core.spec import Spec as Spec
-from ._src.store.store import COLUMNS as COLUMNS
-from ._src.store.store import Store as Store
-from ._src.store.store import RowPending as RowPending
-from ._src.store.store import StoreError as StoreError
-from ._src.store.store import StoreWarning as StoreWarning
-from ._src.store.store import default_path as default_path
+from ._src.diagnose.diagnose import Diagnosis as Diagnosis
+from ._src.diagnose.diagnose import Projection as Projection
+from ._src.diagnose.diagnose import diagnose as diagnose
+from ._src.diagnose.findings import Finding as Finding
 from ._src.jobs.sweep import SweepEvent as SweepEvent
 from ._src.jobs.sweep import sweep as sweep
 from ._src.jobs.worker import MeasurementTimeout as MeasurementTimeout
@@ -47,6 +38,63 @@ from ._src.jobs.worker import WorkerCancelled as WorkerCancelled
 from ._src.jobs.worker import WorkerCrashed as WorkerCrashed
 from ._src.jobs.worker import WorkerExecutor as WorkerExecutor
 from ._src.jobs.worker import WorkerOutOfMemory as WorkerOutOfMemory
+from ._src.pack.pack import PackReport as PackReport
+from ._src.pack.pack import Packed as Packed
+from ._src.pack.pack import pack as pack
+from ._src.store.store import COLUMNS as COLUMNS
+from ._src.store.store import RowPending as RowPending
+from ._src.store.store import Store as Store
+from ._src.store.store import StoreError as StoreError
+from ._src.store.store import StoreWarning as StoreWarning
+from ._src.store.store import default_path as default_path
+
+# The public API. ``dashboard``, ``Dashboard``, ``ExplorerModel`` and ``plots`` are public too, but
+# loaded on first use (Panel, HoloViews): a star import must not pull them into the core.
+__all__ = [
+    "__version__",
+    "blame",
+    "build_case",
+    "Case",
+    "COLUMNS",
+    "compare",
+    "compare_runs",
+    "Comparison",
+    "count_eqns",
+    "default_path",
+    "define_problem",
+    "diagnose",
+    "Diagnosis",
+    "Finding",
+    "fit_power_law",
+    "format_exponent",
+    "get_problem",
+    "measure",
+    "measure_case",
+    "Measurement",
+    "MeasurementTimeout",
+    "NamedArray",
+    "pack",
+    "Packed",
+    "PackReport",
+    "Problem",
+    "problems",
+    "program_texts",
+    "Projection",
+    "representations",
+    "RowPending",
+    "scaling_exponents",
+    "Spec",
+    "Store",
+    "StoreError",
+    "StoreWarning",
+    "sweep",
+    "SweepEvent",
+    "UserProblem",
+    "WorkerCancelled",
+    "WorkerCrashed",
+    "WorkerExecutor",
+    "WorkerOutOfMemory",
+]
 
 __version__ = "0.1.0"
 

@@ -1,1 +1,1 @@
-"""Private: see explorer/__init__.py for the public API and the README's "How the code is laid out"."""
+"""Floor 3: the measuring core: problems, representations, ``measure``/``compare``/``blame``, fits (no Panel)."""

@@ -1,1 +1,1 @@
-"""Private: see explorer/__init__.py for the public API and the README's "How the code is laid out"."""
+"""Floor 5: the Panel dashboard: a Panel-free ``param`` model (``model/``) and its thin views."""

@@ -1,1 +1,1 @@
-"""Private: see explorer/__init__.py for the public API and the README's "How the code is laid out"."""
+"""Floor 4: ``explorer.diagnose``: why a user's function compiles slowly, and what to write instead."""

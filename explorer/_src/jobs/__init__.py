@@ -1,1 +1,1 @@
-"""Private: see explorer/__init__.py for the public API and the README's "How the code is laid out"."""
+"""Floor 4: where measurements run: the cold worker process, Dask clusters, sweeps, jobs."""

@@ -1,1 +1,1 @@
-"""Private: see explorer/__init__.py for the public API and the README's "How the code is laid out"."""
+"""Floor 2: ``explorer.pack`` and ``explorer.jit``: per-name code compiled like one array (a jaxpr-level vectoriser)."""

@@ -1,1 +1,1 @@
-"""Private: see explorer/__init__.py for the public API and the README's "How the code is laid out"."""
+"""Floor 1: results on disk: one SQLite row per measurement, written the moment it finishes (no JAX)."""

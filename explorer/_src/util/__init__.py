@@ -1,1 +1,1 @@
-"""Private: see explorer/__init__.py for the public API and the README's "How the code is laid out"."""
+"""Floor 1: argument checks and ``MODULE:ATTR`` references, shared by every layer above; imports nothing of ours."""

@@ -1,1 +1,1 @@
-"""Private: see explorer/__init__.py for the public API and the README's "How the code is laid out"."""
+"""The dashboard's state and logic as ``param.Parameterized`` classes: no Panel import, testable without a browser."""

@@ -9,10 +9,8 @@ from background threads to the session's event loop.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
-import re
 import signal
 import urllib.parse
 import weakref
@@ -22,20 +20,12 @@ import panel as pn
 import param
 from panel.io.state import set_curdoc
 
-from .sections import (
-    ControlsSection,
-    MessagesSection,
-    PlotsSection,
-    ProgramsSection,
-    ResultsSection,
-    RunsSection,
-    _guard,
-    _md,
-    program_html,
-)
+from .inspection import ProgramsSection, RunsSection, program_html
+from .sections import ControlsSection, MessagesSection, PlotsSection, ResultsSection, _guard, _md
 from .model.model import ExplorerModel
 from .model.view import query_flag
 from .plotcache import warm_plotting
+from ..compat import template_without_web_fonts
 from ..jobs.worker import WORKER_MEMORY_ENV, limit_shared_worker, memory_limit_bytes
 
 __all__ = ["Dashboard", "ExplorerModel", "dashboard", "program_html"]
@@ -78,70 +68,30 @@ def _schedule(doc: Any, fn: Any) -> None:
         pn.state.execute(fn, schedule=True)
 
 
-_frozen = False
-
-
-def _freeze_long_lived_objects() -> None:
-    """Once per server process, before its first page is built: move what is alive now (the
-    imported modules of JAX, HoloViews, Bokeh, Panel... and their caches) out of the garbage
-    collector's reach. A full collection then scans only what pages create, and no longer
-    pauses a page build or a redraw for about 0.2 s every second or third page."""
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.collect()
-        gc.freeze()
-
-
 def _served() -> bool:
     doc = pn.state.curdoc
     return doc is not None and doc.session_context is not None
 
 
-# Panel 1.10 shares a page's stylesheet models through each model's document, which a model
-# only learns when the set is worked out: built frozen there, the page gets a stylesheet model
-# per component (465 models instead of 378). Checked equal, model by model, on Panel 1.9.
-_FREEZE_WHILE_BUILDING = tuple(map(int, re.findall(r"\d+", pn.__version__)[:2])) < (1, 10)
-
-
-def _checked_in_tests(document: Any) -> None:
-    """Bokeh checks every served page's models once it is built (``Document.validate``: a walk
-    over the page's 350 models and a check of each, 0.14-0.19 s of the server's time per page
-    on two slow cores) and logs what it finds. This page is the same every time, and the test
-    suite makes that check on it and fails on any finding
-    (``test_the_served_page_passes_bokehs_checks``); this document skips it. Only this page's
-    document: Bokeh's process-wide setting (``BOKEH_VALIDATE_DOC``) would skip it for a
-    user's other pages served by the same process too."""
-    document.validate = lambda: None
-
-
-class _PageTemplate(pn.template.VanillaTemplate):
+class _PageTemplate(template_without_web_fonts(pn.template.VanillaTemplate)):
     """The served page: Panel's plain template and its native design, which the browser draws
     faster than Bootstrap's (the first render and every redrawn plot about 0.05 s sooner on two
     cores), without the Lato web font the template asks Google for: the page works offline and
     asks nothing of any host but its own server (the Fast design pulls a Google font too)."""
 
-    _resources = {**pn.template.VanillaTemplate._resources, "css": {}}
-
     def server_doc(self, doc: Any = None, title: str | None = None,
                    location: Any = True) -> Any:
-        """The page's document, with the set of its models worked out once, when the page is
-        complete. Bokeh works that set out again (a walk over every model of the page) each
-        time a root is added, a design applied or a JavaScript callback attached: twelve
-        times while Panel builds this page, a third of the server's time building it. On Panel
-        1.9 only (:data:`_FREEZE_WHILE_BUILDING`); on newer Panel the page is built as Panel
-        builds it."""
+        """The page's document, built under Panel's ``hold(freeze=True)``: Bokeh works out the
+        set of the page's models (a walk over all of them) once, when the page is complete,
+        instead of each time a root is added, a design applied or a JavaScript callback
+        attached (twelve times while Panel builds this page, a third of the server's time
+        building it). Panel's public, experimental switch for this: holoviz/panel#8417
+        "Add freeze option to hold"."""
         document = doc if doc is not None else pn.state.curdoc
-        if document is not None:
-            _checked_in_tests(document)
-        if document is None or not _FREEZE_WHILE_BUILDING:
+        if document is None:
             return super().server_doc(doc, title, location)
-        frozen = document.models.freeze()
-        frozen.__enter__()
-        try:
+        with pn.io.hold(document, freeze=True):
             return super().server_doc(document, title, location)
-        finally:  # even after an error: a frozen document would never take a new model in
-            frozen.__exit__(None, None, None)
 
 
 class Dashboard(pn.viewable.Viewer):
@@ -166,7 +116,6 @@ class Dashboard(pn.viewable.Viewer):
         self._doc = doc = pn.state.curdoc
         self._is_served = _served()
         if self._is_served:
-            _freeze_long_lived_objects()
             model.session.dispatch = lambda fn: _schedule(doc, fn)
             # Polling starts when a browser has loaded the page: a request that never opens it
             # (a health check, a closed tab) must not keep redrawing plots nobody sees.
@@ -179,8 +128,6 @@ class Dashboard(pn.viewable.Viewer):
         self.results = ResultsSection(model, served=self._is_served)
         self.programs = ProgramsSection(model)
         self.runs = RunsSection(model)
-        if self._is_served:  # after this page's own first-load work, for the next page
-            pn.state.onload(self.plots.render_ahead)
         for button, kind in ((self.controls.run_button, "Run"),
                              (self.controls.sweep_button, "Sweep")):
             button.js_on_click(args={"status": self.messages.status},

@@ -19,7 +19,7 @@ import pandas as pd
 from .. import plots as _plots
 from ..store.example import load_example
 
-__all__ = ["PLOT_CACHE", "RENDERED_AHEAD", "array_key", "frame_key", "warm_plotting"]
+__all__ = ["PLOT_CACHE", "array_key", "frame_key", "warm_plotting"]
 
 
 def frame_key(frame: pd.DataFrame | None) -> str:
@@ -69,67 +69,6 @@ class _PlotCache:
 
 
 PLOT_CACHE = _PlotCache()
-
-
-class _RenderedAhead:
-    """Plots rendered ahead of the page that will show them, one per plot object.
-
-    A page's plots are the same objects for the next page that opens on the same results
-    (:data:`PLOT_CACHE`), but each page needs its own rendering (its own Bokeh models): about
-    0.1 s per plot, most of a page's build. A page that has drawn renders its plots once more,
-    off the page, for the next one (``explorer._src.dashboard.sections.PlotPane``), which takes
-    them instead of rendering them while its visitor waits. Each rendering is taken by one page
-    only. ``key`` holds what else the rendering depends on (the page's theme, the pane's margin).
-    """
-
-    def __init__(self, size: int = 8):
-        self._size = size
-        self._lock = threading.Lock()
-        # (id(obj), key) -> (obj, rendering). The entry holds ``obj``: its id stays its own.
-        self._items: collections.OrderedDict[tuple, tuple[Any, Any]] = collections.OrderedDict()
-
-    def wants(self, obj: Any, key: Any) -> bool:
-        """Whether no rendering of ``obj`` (under ``key``) is waiting."""
-        with self._lock:
-            return (id(obj), key) not in self._items
-
-    def put(self, obj: Any, key: Any, rendered: Any) -> None:
-        evicted = []
-        with self._lock:
-            old = self._items.pop((id(obj), key), None)
-            if old is not None:
-                evicted.append(old[1])
-            self._items[(id(obj), key)] = (obj, rendered)
-            while len(self._items) > self._size:
-                evicted.append(self._items.popitem(last=False)[1][1])
-        for plot in evicted:
-            _cleanup(plot)
-
-    def take(self, obj: Any, key: Any) -> Any | None:
-        """The rendering of ``obj`` waiting under ``key`` (removed), else ``None``."""
-        with self._lock:
-            item = self._items.pop((id(obj), key), None)
-        return None if item is None else item[1]
-
-    def clear(self) -> None:
-        with self._lock:
-            items, self._items = list(self._items.values()), collections.OrderedDict()
-        for _obj, plot in items:
-            _cleanup(plot)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
-
-
-def _cleanup(plot: Any) -> None:
-    try:
-        plot.cleanup()
-    except Exception:  # noqa: BLE001 - a rendering nobody shows; nothing to report
-        pass
-
-
-RENDERED_AHEAD = _RenderedAhead()
 
 
 _warmed_plotting = threading.Event()

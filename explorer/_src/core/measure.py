@@ -21,6 +21,8 @@ import jax
 import jax.extend.core as jex_core
 from jax.experimental.compilation_cache import compilation_cache as _persistent_cache
 
+from ..util.validate import MAX_REPEATS, MAX_RUNS, check_int
+
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 _CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
@@ -259,10 +261,8 @@ def measure_traced(fn: Callable, *args: Any, static_argnums: int | Sequence[int]
                    memory: bool = False) -> tuple[Measurement, Any]:
     """:func:`measure`, also returning the last repeat's ``jax.stages.Traced`` (its jaxpr), so a
     caller that reads the program (``diagnose``) does not trace it a second time."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
+    check_int("repeats", repeats, 1, MAX_REPEATS)  # the caps a sweep's specs have
+    check_int("runs", runs, 1, MAX_RUNS)
     static = static_positions(static_argnums, len(args))
     device = _device(backend)
     with jax.default_device(device):

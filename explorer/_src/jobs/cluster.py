@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..core.spec import Spec
+from .protocol import JobPlace
 from .worker import DEFAULT_TIMEOUT_S, WorkerCrashed, WorkerExecutor
 
 _local: dict[Any, WorkerExecutor] = {}
@@ -165,6 +166,10 @@ class DaskExecutor:
         if not killed:
             self.client.cancel([task])
         return True
+
+    def place(self, future: cf.Future) -> JobPlace:
+        """On the cluster (the scheduler's queue is not followed from here)."""
+        return JobPlace(position=None if future.done() else 0, remote=True)
 
     @property
     def parallel(self) -> int:

@@ -26,6 +26,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from .protocol import JobPlace
+
 DEFAULT_TIMEOUT_S = 600.0
 # A fresh worker's start (Python, JAX import, backend start-up); not part of any job's timeout.
 STARTUP_TIMEOUT_S = 300.0
@@ -211,6 +213,19 @@ class WorkerExecutor(cf.Executor):
             return WorkerStatus(current.label if current else None,
                                 self._stage if current else None,
                                 self._started if current else None, queued)
+
+    # -- the explorer's executor protocol (``protocol.JobExecutor``) -------------------
+    parallel = 1  # one job at a time: timings never overlap
+
+    def describe(self) -> str | None:
+        """``None``: jobs run on this machine."""
+        return None
+
+    def place(self, future: cf.Future) -> JobPlace:
+        """Where the job of ``future`` is: its queue position, and what the worker runs now."""
+        state = self.status
+        return JobPlace(position=self.queue_position(future), stage=state.stage,
+                        elapsed_s=state.elapsed_s, running=state.running, queued=state.queued)
 
     def queue_position(self, future: cf.Future) -> int | None:
         """0 when running, k when k jobs run or wait ahead of it, ``None`` when done/unknown."""

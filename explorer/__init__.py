@@ -18,8 +18,8 @@ from ._src.core.measure import measure_case as measure_case
 from ._src.core.measure import program_texts as program_texts
 from ._src.core.named import NamedArray as NamedArray
 from ._src.core.problems import Problem as Problem
-from ._src.core.problems import UserProblem as UserProblem
-from ._src.core.problems import define_problem as define_problem
+from ._src.core.user_problems import UserProblem as UserProblem
+from ._src.core.user_problems import define_problem as define_problem
 from ._src.core.problems import get_problem as get_problem
 from ._src.core.problems import problems as problems
 from ._src.core.representations import Case as Case

@@ -16,7 +16,7 @@ import pytest
 from _support import CPU_ENV, ROOT, cli_in_process, one_line
 
 import explorer
-from explorer._src.core.problems import GUESS_OFFSET
+from explorer._src.core.user_problems import GUESS_OFFSET
 
 N, HORIZON = 4, 15
 

@@ -1,0 +1,339 @@
+"""Pass 5 of :func:`explorer.jit`'s packer: emit the packed program.
+
+Each :class:`~.plan.Pack` becomes one vector value (lane axis 0), or one plain value when all
+its lanes hold the same thing. Reads of other packs are whole vectors, static slices or one
+gather; constants become one constant vector. A region (``scan``, ``while``, ``cond``) is
+emitted with its public ``lax`` function on one stacked array per class, its bodies emitted
+the same way inside.
+
+What vectorises is decided in one place, :func:`vectorises`: JAX's own public ``jax.vmap`` of
+the primitive, tried on abstract values with ``jax.eval_shape``. A pack of a primitive it
+refuses is evaluated lane by lane (the numbers are the same, the program just grows) and
+named in the report.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend import core as jex_core
+
+from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Sum
+from .plan import ScopePlan
+
+__all__ = ["Emitter", "vectorises"]
+
+
+@functools.lru_cache(maxsize=4096)
+def _probe(primitive, params, avals, in_axes) -> str | None:
+    def bind(*args):
+        return _bind(primitive, dict(params), args)
+    structs = [jax.ShapeDtypeStruct(s, d) for s, d in avals]
+    try:
+        jax.eval_shape(jax.vmap(bind, in_axes=in_axes), *structs)
+    except Exception as e:  # noqa: BLE001 - any refusal means: evaluate lane by lane
+        text = str(e).strip().splitlines()
+        return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+    return None
+
+
+def vectorises(eqn, in_axes, values) -> str | None:
+    """Whether ``jax.vmap`` of ``eqn``'s primitive takes these (batched) operands.
+
+    Returns ``None`` if it does, else the one-line reason it does not. Decided by JAX's public
+    ``jax.vmap`` on abstract values (``jax.eval_shape``), cached per primitive, parameters,
+    operand shapes and batched axes, instead of reading JAX's private table of batching rules.
+    """
+    try:
+        params = tuple(sorted(eqn.params.items()))
+        hash(params)
+    except TypeError:
+        params = None
+    avals = tuple((tuple(jnp.shape(v)), jnp.result_type(v)) for v in values)
+    if params is None:
+        return _probe.__wrapped__(eqn.primitive, tuple(eqn.params.items()), avals, in_axes)
+    return _probe(eqn.primitive, params, avals, in_axes)
+
+
+def _bind(primitive, params, args):
+    out = primitive.bind(*args, **params)
+    return tuple(out) if primitive.multiple_results else out
+
+
+def _eval_eqn(eqn, values):
+    """One equation on values, through public ``jaxpr_as_fun`` (it binds sub-programs)."""
+    invars = [jex_core.Var(v.aval) if isinstance(v, jex_core.Literal) else v
+              for v in eqn.invars]
+    seen, unique_vars, unique_vals = set(), [], []
+    for var, val in zip(invars, values):
+        if var not in seen:
+            seen.add(var)
+            unique_vars.append(var)
+            unique_vals.append(val)
+    jaxpr = jex_core.Jaxpr([], unique_vars, list(eqn.outvars), [eqn.replace(invars=invars)],
+                           eqn.effects)
+    return tuple(jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(jaxpr, []))(*unique_vals))
+
+
+def _stride(idx: np.ndarray) -> int:
+    if len(idx) < 2:
+        return 1
+    steps = np.diff(idx)
+    return int(steps[0]) if steps[0] >= 1 and np.all(steps == steps[0]) else 0
+
+
+def take(v, lanes) -> jax.Array:
+    """Lanes ``lanes`` of ``v`` (axis 0): ``v`` itself, a static slice, or one gather."""
+    idx = np.asarray(lanes, np.int64)
+    if len(idx) == v.shape[0] and np.array_equal(idx, np.arange(len(idx))):
+        return v
+    step = _stride(idx)
+    if step:
+        return lax.slice_in_dim(v, int(idx[0]), int(idx[-1]) + 1, step, axis=0)
+    return jnp.take(v, idx, axis=0, unique_indices=len(set(idx.tolist())) == len(idx),
+                    indices_are_sorted=bool(np.all(np.diff(idx) > 0)), mode="clip")
+
+
+class Emitter:
+    """Emits plans; collects what stayed lane by lane (``scalar``: primitive -> [lanes, why])."""
+
+    def __init__(self):
+        self.scalar: dict[str, list] = {}
+
+    def run(self, plan: ScopePlan, inputs) -> "State":
+        state = State(self, plan, inputs)
+        state.emit_all()
+        return state
+
+    def note(self, name: str, lanes: int, why: str) -> None:
+        entry = self.scalar.setdefault(name, [0, why])
+        entry[0] += lanes
+
+
+class State:
+    """The values of one scope's packs during one trace of it."""
+
+    def __init__(self, emitter: Emitter, plan: ScopePlan, inputs):
+        self.em, self.plan, self.inputs = emitter, plan, inputs
+        self.values: dict[int, tuple] = {}
+        self._single: dict[int, jax.Array] = {}
+
+    def emit_all(self) -> None:
+        for p, pack in enumerate(self.plan.packs):
+            self.values[p] = self._emit(pack.members)
+
+    # -- reading lanes ------------------------------------------------------------------------
+
+    def single(self, node: Node):
+        """The plain value of one node."""
+        hit = self._single.get(node.uid)
+        if hit is None:
+            if isinstance(node, Const):
+                hit = jnp.asarray(node.value)
+            else:
+                p, lane = self.plan.where[node.uid]
+                value, batched = self.values[p]
+                hit = lax.index_in_dim(value, lane, 0, keepdims=False) if batched else value
+            self._single[node.uid] = hit
+        return hit
+
+    def lanes(self, nodes) -> tuple:
+        """``(value, batched)`` holding ``nodes`` as lanes (or once, if they are one value)."""
+        first = nodes[0]
+        if all(n is first for n in nodes):
+            return self.single(first), False
+        if all(isinstance(n, Const) for n in nodes):
+            if all(np.array_equal(n.value, first.value) for n in nodes):
+                return jnp.asarray(first.value), False
+            return jnp.asarray(np.stack([n.value for n in nodes])), True
+        where = self.plan.where
+        locs = [where.get(n.uid) for n in nodes]
+        if all(loc is not None and loc[0] == locs[0][0] for loc in locs):
+            value, batched = self.values[locs[0][0]]
+            if not batched:
+                return value, False
+            return take(value, [loc[1] for loc in locs]), True
+        # From several packs (or packs and constants): one piece each, then one permutation.
+        parts: dict = {}
+        for i, loc in enumerate(locs):
+            parts.setdefault("const" if loc is None else loc[0], []).append(i)
+        pieces, order = [], []
+        for positions in parts.values():
+            value, batched = self.lanes(tuple(nodes[i] for i in positions))
+            if not batched:
+                value = jnp.broadcast_to(value, (len(positions), *jnp.shape(value)))
+            pieces.append(value)
+            order.extend(positions)
+        return take(jnp.concatenate(pieces, axis=0), np.argsort(order)), True
+
+    def full(self, nodes, shape, dtype) -> jax.Array:
+        """``nodes`` as one ``(len(nodes), *shape)`` array of ``dtype``."""
+        value, batched = self.lanes(tuple(nodes))
+        if not batched:
+            value = jnp.broadcast_to(value, (len(nodes), *shape))
+        return lax.convert_element_type(value, dtype)
+
+    def _location(self, node: Node) -> tuple[int, int]:
+        return self.plan.where.get(node.uid, (-1, node.uid))
+
+    # -- one pack -----------------------------------------------------------------------------
+
+    def _emit(self, members: list[Node]) -> tuple:
+        first, n = members[0], len(members)
+        if isinstance(first, In):
+            value = self.inputs[first.cls]
+            if n == 1:
+                return lax.index_in_dim(value, first.lane, 0, keepdims=False), False
+            return take(value, [m.lane for m in members]), True
+        if isinstance(first, Reshape):
+            value, batched = self.lanes(tuple(m.operand for m in members))
+            return jnp.reshape(value, ((n,) if batched else ()) + first.shape), batched
+        if isinstance(first, Op):
+            return self._op(first.eqn, members, [m.operands for m in members])
+        if isinstance(first, Multi):
+            return self._op(first.eqn, members, [m.operands for m in members], multi=True)
+        if isinstance(first, Sum):
+            return self._sum(members)
+        if isinstance(first, Out):
+            if first.cls is None:                      # an output of a Multi pack
+                p, _ = self.plan.where[first.parent.uid]
+                outs, batched = self.values[p]
+                value = outs[first.index]
+                if not batched:
+                    return value, False
+                lanes = [self.plan.where[m.parent.uid][1] for m in members]
+                return take(value, lanes), True
+            outs, _ = self.values[self.plan.where[first.parent.uid][0]]
+            value = outs[first.cls]
+            if n == 1:
+                return lax.index_in_dim(value, first.lane, 0, keepdims=False), False
+            return take(value, [m.lane for m in members]), True
+        if isinstance(first, Region):
+            return self._region(first), False
+        raise AssertionError(f"unexpected node {type(first).__name__}")
+
+    def _op(self, eqn, members, operand_lists, multi: bool = False) -> tuple:
+        n = len(members)
+        ops = [self.lanes(tuple(ol[k] for ol in operand_lists))
+               for k in range(len(operand_lists[0]))]
+        values = [v for v, _ in ops]
+        axes = tuple(0 if b else None for _, b in ops)
+        if multi:
+            def call(*a):
+                return _eval_eqn(eqn, a)
+        else:
+            def call(*a):
+                return _bind(eqn.primitive, eqn.params, a)
+        if not any(b for _, b in ops):
+            return call(*values), False
+        why = vectorises(eqn, axes, values) if not multi else None
+        if why is None:
+            try:
+                return jax.vmap(call, in_axes=axes)(*values), True
+            except Exception as e:  # noqa: BLE001 - a sub-program vmap refuses: lane by lane
+                why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e) else ''}"
+        self.em.note(eqn.primitive.name, n, why)
+        lanes = [call(*[v[j] if b else v for v, (_, b) in zip(values, ops)]) for j in range(n)]
+        if multi:
+            return tuple(jnp.stack(outs) for outs in zip(*lanes)), True
+        return jnp.stack(lanes), True
+
+    def _sum(self, members: list[Sum]) -> tuple:
+        n, first = len(members), members[0]
+        per_lane = [m.terms() for m in members]
+        sigs = list(dict.fromkeys(t.sig for t in per_lane[0]))
+        total, total_batched = None, False
+        for sig in sigs:
+            # A sum's terms commute: read them in lane order (a slice, not a gather).
+            mat = [sorted((t for t in terms if t.sig == sig), key=self._location)
+                   for terms in per_lane]
+            c = len(mat[0])
+            value, batched = self.lanes(tuple(t for row in mat for t in row))
+            if batched:
+                if n == 1:
+                    part, part_batched = jnp.sum(value, axis=0), False
+                else:
+                    part = jnp.sum(jnp.reshape(value, (n, c, *first.shape)), axis=1)
+                    part_batched = True
+            else:
+                part, part_batched = value * c if c > 1 else value, False
+            if total is None:
+                total, total_batched = part, part_batched
+            else:
+                total, total_batched = total + part, total_batched or part_batched
+        return lax.convert_element_type(total, first.dtype), total_batched
+
+    # -- regions ------------------------------------------------------------------------------
+
+    def _class_inputs(self, region: Region):
+        out = []
+        for role, positions in region.in_classes:
+            nodes = [region.operands[p] for p in positions]
+            out.append(self.full(nodes, nodes[0].shape, nodes[0].dtype))
+        return out
+
+    def _class_outputs(self, state: "State", region: Region, outputs, roles=None):
+        out = []
+        for role, positions in region.out_classes:
+            if roles is None or role in roles:
+                nodes = [outputs[p] for p in positions]
+                out.append(state.full(nodes, nodes[0].shape, nodes[0].dtype))
+        return out
+
+    def _region(self, region: Region) -> dict:
+        vecs = self._class_inputs(region)
+        plans = self.plan.subplans[region.uid]
+        roles = [role for role, _ in region.in_classes]
+        p = region.eqn.params
+        if region.kind == "scan":
+            carry_ids = [i for i, r in enumerate(roles) if r == "carry"]
+            xs_ids = [i for i, r in enumerate(roles) if r == "xs"]
+
+            def body(carry, xs):
+                inputs = list(vecs)
+                for i, v in zip(carry_ids, carry):
+                    inputs[i] = v
+                for i, v in zip(xs_ids, xs or ()):
+                    inputs[i] = v
+                state = self.em.run(plans[0], inputs)
+                outs = plans[0].scope.outputs
+                return (self._class_outputs(state, region, outs, ("carry",)),
+                        self._class_outputs(state, region, outs, ("ys",)))
+
+            xs = [jnp.moveaxis(vecs[i], 1, 0) for i in xs_ids]
+            carry, ys = lax.scan(body, [vecs[i] for i in carry_ids], xs or None,
+                                 length=p["length"], reverse=p["reverse"], unroll=p["unroll"])
+            result = list(carry) + [jnp.moveaxis(y, 1, 0) for y in ys]
+        elif region.kind == "while":
+            carry_ids = [i for i, r in enumerate(roles) if r == "carry"]
+
+            def inputs_with(carry):
+                inputs = list(vecs)
+                for i, v in zip(carry_ids, carry):
+                    inputs[i] = v
+                return inputs
+
+            def cond_fun(carry):
+                state = self.em.run(plans[0], inputs_with(carry))
+                return state.single(plans[0].scope.outputs[0])
+
+            def body_fun(carry):
+                state = self.em.run(plans[1], inputs_with(carry))
+                return self._class_outputs(state, region, plans[1].scope.outputs)
+
+            result = list(lax.while_loop(cond_fun, body_fun, [vecs[i] for i in carry_ids]))
+        else:  # cond
+            index = self.single(region.operands[0])
+
+            def branch(plan, *args):
+                state = self.em.run(plan, list(args))
+                return self._class_outputs(state, region, plan.scope.outputs)
+
+            fns = [functools.partial(branch, plan) for plan in plans]
+            result = list(lax.switch(index, fns, *vecs))
+        # Region outputs by class (in the order of ``out_classes``).
+        return dict(enumerate(result))

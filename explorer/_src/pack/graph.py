@@ -1,0 +1,424 @@
+"""Passes 1 and 2 of :func:`explorer.jit`'s packer: inline and number.
+
+A jaxpr is walked once, nested calls inlined (``jit``, ``custom_jvp_call``, ``custom_vjp_call``,
+``remat``: the packed program is never differentiated again, so their forward programs are
+exact), and every value becomes a :class:`Node` with a structural signature ``sig``: the
+primitive, its parameters, its shape and dtype and the signatures of its operands, interned to
+an int. Values with one signature compute one formula on different names; the next pass
+(:mod:`.plan`) packs them. Along the way:
+
+- value numbering: one node per distinct computation (a term traced twice is computed once);
+- layout-free shape ops (``squeeze``, size-preserving ``reshape`` / ``broadcast_in_dim``, a
+  ``reduce_sum`` over axes of size 1, a full ``slice``, a zero ``pad``, a same-dtype
+  ``convert_element_type``) become one :class:`Reshape` of their base value, or the base itself;
+- an ``add`` chain of isomorphic terms (a loss summed over names, its cotangent fan-in)
+  becomes one :class:`Sum` whose signature counts its terms' signatures, not their order;
+- ``scan``, ``while`` and ``cond`` become a :class:`Region` whose bodies are numbered in scopes
+  of their own, their inputs one class per role and (shape, dtype): the carry of N names is one
+  stacked array per class.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+from jax.extend import core as jex_core
+
+__all__ = ["Const", "Graph", "In", "Multi", "Node", "Op", "Out", "Region", "Reshape", "Scope",
+           "Sum", "Unpackable"]
+
+# Calls whose body is inlined: the body computes the same forward values.
+_INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr",
+           "core_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
+           "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+           "remat2": "jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr", "custom_lin": None}
+_REDUCE = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+                     "reduce_or", "argmax", "argmin"} - {"argmax", "argmin"})
+_ADD = frozenset({"add", "add_any"})
+_SMALL_CONST = 64           # constants up to this size are interned by value
+
+_uids = itertools.count()
+
+
+class Unpackable(Exception):
+    """The program has something the packer must not touch (effects, extended dtypes)."""
+
+
+class Node:
+    """One value of the program: ``sig`` is its interned structural signature."""
+
+    __slots__ = ("uid", "sig", "shape", "dtype")
+
+    def __init__(self, sig, shape, dtype):
+        self.uid = next(_uids)
+        self.sig, self.shape, self.dtype = sig, tuple(shape), np.dtype(dtype)
+
+
+class In(Node):
+    """Lane ``lane`` of input class ``cls`` of a scope (an argument group, a loop's carry)."""
+
+    __slots__ = ("cls", "lane")
+
+
+class Const(Node):
+    """A literal or a closed-over constant (NumPy value)."""
+
+    __slots__ = ("value",)
+
+
+class Op(Node):
+    """A single-output equation on operand nodes."""
+
+    __slots__ = ("eqn", "operands")
+
+
+class Reshape(Node):
+    """A layout-free reshape of ``operand`` (never itself a :class:`Reshape`)."""
+
+    __slots__ = ("operand",)
+
+
+class Sum(Node):
+    """A sum of terms of this node's shape, held as a chain: ``prev``'s terms, then ``term``."""
+
+    __slots__ = ("prev", "term", "counts", "n_terms")
+
+    def terms(self) -> list[Node]:
+        out, node = [], self
+        while node is not None:
+            out.append(node.term)
+            node = node.prev
+        return out[::-1]
+
+
+class Multi(Node):
+    """A several-output equation (its outputs are :class:`Out` nodes)."""
+
+    __slots__ = ("eqn", "operands")
+
+
+class Out(Node):
+    """Output ``index`` of a :class:`Multi`, or lane ``lane`` of output class ``cls`` of a
+    :class:`Region`."""
+
+    __slots__ = ("parent", "index", "cls", "lane")
+
+
+class Region(Node):
+    """A ``scan``, ``while`` or ``cond`` whose bodies are numbered in scopes of their own.
+
+    ``in_classes``: per input class, ``(role, positions)`` into ``operands``; ``scopes``:
+    the body (scan), cond and body (while), or the branches (cond); ``out_classes``: per
+    output class, ``(role, positions)`` into the equation's outputs.
+    """
+
+    __slots__ = ("kind", "eqn", "operands", "scopes", "in_classes", "out_classes")
+
+
+class Scope:
+    """The nodes of one (sub-)program: its input classes and its output nodes."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.inputs: list[list[In]] = []       # per class, lanes in order
+        self.outputs: list[Node] = []
+
+
+def _hashable(value):
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return ("repr", repr(value))
+
+
+class Graph:
+    """Numbers a jaxpr into nodes; see the module docstring."""
+
+    def __init__(self):
+        self._sigs: dict[Any, int] = {}
+        self._values: dict[Any, Node] = {}
+        self._params: dict[int, tuple[Any, Any]] = {}     # id(eqn) -> (eqn, key)
+        self.n_eqns = 0
+        self.regions: list[Region] = []
+
+    # -- signatures ---------------------------------------------------------------------------
+
+    def sig(self, key) -> int:
+        return self._sigs.setdefault(key, len(self._sigs))
+
+    def params_key(self, eqn):
+        hit = self._params.get(id(eqn))
+        if hit is None:
+            key = tuple(sorted((k, _hashable(v)) for k, v in eqn.params.items()))
+            hit = self._params[id(eqn)] = (eqn, key)
+        return hit[1]
+
+    # -- node makers --------------------------------------------------------------------------
+
+    def inputs(self, scope: Scope, shape, dtype, n: int) -> list[In]:
+        cls = len(scope.inputs)
+        sig = self.sig(("in", id(scope), cls))
+        lanes = []
+        for lane in range(n):
+            node = In(sig, shape, dtype)
+            node.cls, node.lane = cls, lane
+            lanes.append(node)
+        scope.inputs.append(lanes)
+        return lanes
+
+    def const(self, value, dtype=None) -> Const:
+        value = np.asarray(value, dtype)
+        key = None
+        if value.size <= _SMALL_CONST:
+            key = ("const", value.dtype.str, value.shape, value.tobytes())
+            hit = self._values.get(key)
+            if hit is not None:
+                return hit
+        node = Const(self.sig(("const", value.shape, value.dtype.str)), value.shape, value.dtype)
+        node.value = value
+        if key is not None:
+            self._values[key] = node
+        return node
+
+    def reshape(self, node: Node, shape) -> Node:
+        shape = tuple(shape)
+        if isinstance(node, Reshape):
+            node = node.operand
+        if node.shape == shape:
+            return node
+        key = ("reshape", node.uid, shape)
+        hit = self._values.get(key)
+        if hit is None:
+            hit = self._values[key] = Reshape(self.sig(("reshape", shape, node.sig)), shape,
+                                              node.dtype)
+            hit.operand = node
+        return hit
+
+    def op(self, eqn, operands: tuple[Node, ...]) -> Node:
+        pkey = self.params_key(eqn)
+        key = (eqn.primitive, pkey, tuple(o.uid for o in operands))
+        hit = self._values.get(key)
+        if hit is None:
+            aval = eqn.outvars[0].aval
+            hit = self._values[key] = Op(
+                self.sig(("op", eqn.primitive.name, pkey, aval.shape, aval.dtype,
+                          tuple(o.sig for o in operands))), aval.shape, aval.dtype)
+            hit.eqn, hit.operands = eqn, operands
+        return hit
+
+    def add(self, eqn, x: Node, y: Node) -> Node:
+        """``x + y``: a :class:`Sum` when it extends one or adds two isomorphic terms."""
+        aval = eqn.outvars[0].aval
+        shape = tuple(aval.shape)
+        size = int(math.prod(shape))
+        bx, by = _base(x), _base(y)
+        if (int(math.prod(x.shape)) == size == int(math.prod(y.shape))
+                and (isinstance(bx, Sum) or isinstance(by, Sum) or bx.sig == by.sig)):
+            if isinstance(by, Sum) and by.shape == shape and not (
+                    isinstance(bx, Sum) and bx.shape == shape and bx.n_terms >= by.n_terms):
+                bx, by, x, y = by, bx, y, x       # extend the longer sum (terms commute)
+            node, rest = None, []
+            if isinstance(bx, Sum) and bx.shape == shape:
+                node = bx
+            else:
+                rest = bx.terms() if isinstance(bx, Sum) else [x]
+            rest += by.terms() if isinstance(by, Sum) else [y]
+            for term in rest:
+                node = self._sum(node, self.reshape(term, shape), shape, aval.dtype)
+            return node
+        return self.op(eqn, (x, y))
+
+    def _sum(self, prev: Sum | None, term: Node, shape, dtype) -> Sum:
+        counts = dict(prev.counts) if prev is not None else {}
+        counts[term.sig] = counts.get(term.sig, 0) + 1
+        if prev is None and isinstance(term, Sum):
+            raise AssertionError("a Sum's first term is never a Sum")
+        node = Sum(self.sig(("sum", shape, np.dtype(dtype).str, tuple(sorted(counts.items())))),
+                   shape, dtype)
+        node.prev, node.term, node.counts = prev, term, counts
+        node.n_terms = 1 if prev is None else prev.n_terms + 1
+        return node
+
+    def multi(self, eqn, operands) -> list[Out]:
+        pkey = self.params_key(eqn)
+        parent = Multi(self.sig(("multi", eqn.primitive.name, pkey,
+                                 tuple(o.sig for o in operands))), (), np.float32)
+        parent.eqn, parent.operands = eqn, operands
+        outs = []
+        for i, var in enumerate(eqn.outvars):
+            node = Out(self.sig(("out", parent.sig, i)), var.aval.shape, var.aval.dtype)
+            node.parent, node.index, node.cls, node.lane = parent, i, None, None
+            outs.append(node)
+        return outs
+
+    # -- the walk -----------------------------------------------------------------------------
+
+    def inline(self, jaxpr, consts, args, scope: Scope) -> list[Node]:
+        """The nodes of ``jaxpr``'s outputs, with ``args`` for its inputs."""
+        env: dict = {}
+
+        def read(atom):
+            if isinstance(atom, jex_core.Literal):
+                return self.const(atom.val, atom.aval.dtype)
+            return env[atom]
+
+        for var, value in zip(jaxpr.constvars, consts):
+            env[var] = self.const(value)
+        for var, node in zip(jaxpr.invars, args):
+            env[var] = node
+        for eqn in jaxpr.eqns:
+            operands = tuple(read(a) for a in eqn.invars)
+            outs = self.equation(eqn, operands, scope)
+            for var, node in zip(eqn.outvars, outs):
+                env[var] = node
+        return [read(a) for a in jaxpr.outvars]
+
+    def equation(self, eqn, operands, scope) -> list[Node]:
+        name = eqn.primitive.name
+        if eqn.effects:
+            raise Unpackable(f"primitive {name} has side effects")
+        if name in _INLINE:
+            inner = eqn.params.get(_INLINE[name]) if _INLINE[name] else None
+            if isinstance(inner, jex_core.ClosedJaxpr):
+                return self.inline(inner.jaxpr, inner.consts, operands, scope)
+            if isinstance(inner, jex_core.Jaxpr):
+                return self.inline(inner, (), operands, scope)
+        self.n_eqns += 1
+        if name == "scan":
+            return self._scan(eqn, operands)
+        if name == "while":
+            return self._while(eqn, operands)
+        if name == "cond":
+            return self._cond(eqn, operands)
+        if len(eqn.outvars) != 1:
+            return self.multi(eqn, operands)
+        (x, *_) = operands or (None,)
+        shape = tuple(eqn.outvars[0].aval.shape)
+        if x is not None and _layout_free(eqn, x):
+            return [self.reshape(x, shape)]
+        if name in _ADD and len(operands) == 2:
+            return [self.add(eqn, *operands)]
+        return [self.op(eqn, operands)]
+
+    # -- regions ------------------------------------------------------------------------------
+
+    def _classes(self, scope, roles, avals) -> list[tuple[str, list[int]]]:
+        """Input classes of a body: positions grouped by role, shape and dtype."""
+        found: dict[tuple, list[int]] = {}
+        for pos, (role, aval) in enumerate(zip(roles, avals)):
+            found.setdefault((role, tuple(aval.shape), np.dtype(aval.dtype).str), []).append(pos)
+        return [(key[0], positions) for key, positions in found.items()]
+
+    def _body_inputs(self, scope, classes, avals) -> list[Node]:
+        args: list[Node | None] = [None] * len(avals)
+        for _, positions in classes:
+            aval = avals[positions[0]]
+            for pos, node in zip(positions, self.inputs(scope, aval.shape, aval.dtype,
+                                                       len(positions))):
+                args[pos] = node
+        return args
+
+    def _region(self, kind, eqn, operands, scopes, in_classes, out_roles, out_avals) -> list[Out]:
+        region = Region(self.sig(("region", next(_uids))), (), np.float32)
+        region.kind, region.eqn, region.operands = kind, eqn, operands
+        region.scopes, region.in_classes = scopes, in_classes
+        region.out_classes = self._classes(None, out_roles, out_avals)
+        self.regions.append(region)
+        outs: list[Out | None] = [None] * len(eqn.outvars)
+        for cls, (_, positions) in enumerate(region.out_classes):
+            sig = self.sig(("out", region.sig, cls))
+            for lane, pos in enumerate(positions):
+                var = eqn.outvars[pos]
+                node = Out(sig, var.aval.shape, var.aval.dtype)
+                node.parent, node.index, node.cls, node.lane = region, pos, cls, lane
+                outs[pos] = node
+        return outs
+
+    def _scan(self, eqn, operands):
+        p = eqn.params
+        nc, nk = p["num_consts"], p["num_carry"]
+        body = p["jaxpr"]
+        avals = [v.aval for v in body.jaxpr.invars]
+        roles = ["const"] * nc + ["carry"] * nk + ["xs"] * (len(avals) - nc - nk)
+        scope = Scope("scan body")
+        classes = self._classes(scope, roles, avals)
+        args = self._body_inputs(scope, classes, avals)
+        scope.outputs = self.inline(body.jaxpr, body.consts, args, scope)
+        out_avals = [v.aval for v in body.jaxpr.outvars]
+        out_roles = ["carry"] * nk + ["ys"] * (len(out_avals) - nk)
+        return self._region("scan", eqn, operands, [scope], classes, out_roles, out_avals)
+
+    def _while(self, eqn, operands):
+        p = eqn.params
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+        cond, body = p["cond_jaxpr"], p["body_jaxpr"]
+        carry_avals = [v.aval for v in body.jaxpr.invars[nb:]]
+        avals = ([v.aval for v in cond.jaxpr.invars[:nc]] +
+                 [v.aval for v in body.jaxpr.invars[:nb]] + carry_avals)
+        roles = ["cconst"] * nc + ["bconst"] * nb + ["carry"] * len(carry_avals)
+        classes = self._classes(None, roles, avals)
+        scopes = []
+        for name, jaxpr, picks in (("while cond", cond, ("cconst", "carry")),
+                                   ("while body", body, ("bconst", "carry"))):
+            scope = Scope(name)
+            args = self._body_inputs(scope, classes, avals)
+            # Each scope sees every class (same class numbers); it reads its own.
+            inner = [a for a, r in zip(args, roles) if r in picks]
+            scope.outputs = self.inline(jaxpr.jaxpr, jaxpr.consts, inner, scope)
+            scopes.append(scope)
+        return self._region("while", eqn, operands, scopes, classes,
+                            ["carry"] * len(carry_avals), carry_avals)
+
+    def _cond(self, eqn, operands):
+        branches = eqn.params["branches"]
+        avals = [v.aval for v in branches[0].jaxpr.invars]
+        roles = ["index"] + ["operand"] * len(avals)
+        all_avals = [eqn.invars[0].aval] + avals
+        classes = self._classes(None, roles, all_avals)
+        scopes = []
+        for k, branch in enumerate(branches):
+            scope = Scope(f"cond branch {k}")
+            args = self._body_inputs(scope, classes, all_avals)
+            scope.outputs = self.inline(branch.jaxpr, branch.consts, args[1:], scope)
+            scopes.append(scope)
+        out_avals = [v.aval for v in branches[0].jaxpr.outvars]
+        return self._region("cond", eqn, operands, scopes, classes, ["out"] * len(out_avals),
+                            out_avals)
+
+
+def _base(node: Node) -> Node:
+    return node.operand if isinstance(node, Reshape) else node
+
+
+def _layout_free(eqn, x: Node) -> bool:
+    """Whether ``eqn`` only reshapes ``x`` (same elements, same order)."""
+    name, p = eqn.primitive.name, eqn.params
+    out = eqn.outvars[0].aval
+    if np.dtype(out.dtype) != x.dtype:
+        return False
+    same_size = int(math.prod(out.shape)) == int(math.prod(x.shape))
+    if name == "squeeze":
+        return True
+    if name == "reshape":
+        return p.get("dimensions") is None and same_size
+    if name == "broadcast_in_dim":
+        return same_size and p.get("sharding") is None
+    if name in _REDUCE:
+        return all(x.shape[a] == 1 for a in p["axes"])
+    if name == "slice":
+        return (all(s == 0 for s in p["start_indices"]) and
+                tuple(p["limit_indices"]) == x.shape and
+                (p["strides"] is None or all(s == 1 for s in p["strides"])))
+    if name == "pad":
+        return all(tuple(c) == (0, 0, 0) for c in p["padding_config"])
+    if name == "convert_element_type":
+        return p.get("sharding") is None
+    if name in ("copy", "copy_p"):
+        return True
+    if name == "transpose":
+        return tuple(p["permutation"]) == tuple(range(len(x.shape)))
+    return False

@@ -1,0 +1,382 @@
+"""``explorer.jit``: a drop-in for ``jax.jit`` whose program does not grow with the leaves.
+
+On a call, ``fun`` is traced as ``jax.jit`` traces it (same cache rule: the arguments'
+structure, shapes, dtypes and static values), the jaxpr is packed (inline and number,
+:mod:`.graph`; group and lay out, :mod:`.plan`; emit, :mod:`.emit`) and compiled, the
+arguments are stacked with NumPy outside any trace (one array per argument and per (shape,
+dtype) group of its leaves: the boundary of jax-ml/jax#4667 "Slow compilation for functions
+acting on PyTrees"), and the outputs are put back in the structure ``fun`` returns. Whatever
+does not vectorise is evaluated leaf by leaf and named in :attr:`Jitted.report`: the numbers
+are always those of ``jax.jit(fun)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend import core as jex_core
+
+from .emit import Emitter
+from .graph import Graph, Region, Scope, Unpackable
+from .plan import plan_scope
+
+__all__ = ["JitReport", "Jitted", "RegionReport", "jit"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionReport:
+    """One ``scan`` / ``while`` / ``cond`` of the program, as packed.
+
+    Attributes:
+        kind: ``"scan"``, ``"while"`` or ``"cond"``.
+        classes: Per stacked input of its body: ``(role, lanes)``, e.g. ``("carry", 1000)``.
+        nodes: Values its bodies compute, leaf by leaf.
+        packs: Vector values they became.
+    """
+
+    kind: str
+    classes: tuple[tuple[str, int], ...]
+    nodes: int
+    packs: int
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{role} {n}" for role, n in self.classes)
+        return f"{self.kind}: {parts or 'no inputs'}; {self.nodes} values -> {self.packs} packs"
+
+
+@dataclasses.dataclass(frozen=True)
+class JitReport:
+    """What :func:`jit` made of one call signature.
+
+    Attributes:
+        eqns_before: Equations of ``jax.jit(fun)``'s jaxpr, sub-programs included.
+        eqns_after: Equations of the packed program, sub-programs included.
+        inputs: Per stacked argument: ``(argument, shape, dtype, leaves)``.
+        packs: Vector values of the top-level program.
+        regions: The loops and conditionals, in program order.
+        leaf_by_leaf: ``(primitive, lanes, why)`` for what was evaluated leaf by leaf.
+        fallback: Why the program was not packed at all (it then runs as ``jax.jit(fun)``
+            does, leaf by leaf), or ``None``.
+    """
+
+    eqns_before: int
+    eqns_after: int
+    inputs: tuple[tuple[str, tuple[int, ...], str, int], ...]
+    packs: int
+    regions: tuple[RegionReport, ...]
+    leaf_by_leaf: tuple[tuple[str, int, str], ...]
+    fallback: str | None = None
+
+    def __str__(self) -> str:
+        lines = [f"{self.eqns_before} equations before, {self.eqns_after} after"
+                 + (f" (not packed: {self.fallback})" if self.fallback else "")]
+        for arg, shape, dtype, n in self.inputs:
+            lines.append(f"  input {arg}: {n} leaves {dtype}{list(shape)} -> one array")
+        lines += [f"  {r}" for r in self.regions]
+        for name, n, why in self.leaf_by_leaf:
+            lines.append(f"  leaf by leaf: {n} lanes of {name} ({why})")
+        return "\n".join(lines)
+
+
+def count_eqns(jaxpr) -> int:
+    """Equations including every sub-program."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    return len(jaxpr.eqns) + sum(count_eqns(s) for s in jex_core.subjaxprs(jaxpr))
+
+
+def _arg_name(path) -> str:
+    (kind, *rest) = path
+    if kind.idx == 0:
+        return f"argument {rest[0].idx}" if rest else "arguments"
+    return f"argument {rest[0].key!r}" if rest else "keyword arguments"
+
+
+@dataclasses.dataclass
+class _Entry:
+    """One call signature: how to stack, the packed program, how to unstack."""
+
+    in_groups: list[list[int]]              # per stacked input: flat leaf indices
+    in_structs: list[jax.ShapeDtypeStruct]
+    out_groups: list[list[int]]             # per packed output: flat output indices
+    out_treedef: Any
+    traced: Any                             # jax.stages.Traced of the packed program
+    report: JitReport
+    program: Callable
+    compiled: Any = None
+
+
+def _one_line(err: BaseException, what: str) -> BaseException:
+    """``err``'s type with a one-line message (the argument path when JAX names one)."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else type(err).__name__
+    for ln in lines[1:]:
+        if "depends on the value of the argument" in ln or "at path" in ln:
+            text += " " + ln
+            break
+    text = f"explorer.jit: {what}: {text}"
+    try:
+        new = type(err).__new__(type(err))
+        Exception.__init__(new, text)
+        if str(new) != text:
+            raise TypeError
+    except Exception:  # noqa: BLE001 - a type that cannot be made bare: say it as a TypeError
+        new = TypeError(text)
+    new.jax_error = err
+    return new
+
+
+class Jitted:
+    """``fun`` compiled by :func:`jit`; call it like ``jax.jit(fun)``."""
+
+    def __init__(self, fun: Callable, static_argnums=(), static_argnames=()):
+        if not callable(fun):
+            raise TypeError(f"explorer.jit: fun must be callable, got {type(fun).__name__}")
+        nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        names = ((static_argnames,) if isinstance(static_argnames, str)
+                 else tuple(static_argnames))
+        try:
+            params = list(inspect.signature(fun).parameters)
+        except (TypeError, ValueError):
+            params = []
+        nums = set(nums) | {params.index(n) for n in names if n in params}
+        names = set(names) | {params[i] for i in nums if 0 <= i < len(params)}
+        self._fun, self._nums, self._names = fun, frozenset(nums), frozenset(names)
+        self._jax = jax.jit(fun, static_argnums=tuple(sorted(nums)),
+                            static_argnames=tuple(sorted(names)))
+        self._cache: dict[Any, _Entry] = {}
+        self._last: _Entry | None = None
+        self.__name__ = getattr(fun, "__name__", type(fun).__name__)
+        self.__doc__ = getattr(fun, "__doc__", None)
+        self.__wrapped__ = fun
+
+    # -- the public surface -------------------------------------------------------------------
+
+    def __call__(self, *args, **kwargs):
+        entry, leaves = self._entry(args, kwargs)
+        if entry.compiled is None:
+            entry.compiled = entry.traced.lower().compile()
+        outs = entry.compiled(*self._stack(entry, leaves))
+        return self._unstack(entry, outs)
+
+    def lower(self, *args, **kwargs):
+        """The packed program's ``jax.stages.Lowered`` (``.compile()``, ``.as_text()``)."""
+        return self._entry(args, kwargs)[0].traced.lower()
+
+    def trace(self, *args, **kwargs):
+        """The packed program's ``jax.stages.Traced`` (``.jaxpr``, ``.lower()``)."""
+        return self._entry(args, kwargs)[0].traced
+
+    def pack_args(self, *args, **kwargs) -> tuple[np.ndarray, ...]:
+        """The stacked NumPy arrays the packed program takes for these arguments."""
+        entry, leaves = self._entry(args, kwargs)
+        return self._stack(entry, leaves)
+
+    def packed_function(self, *args, **kwargs) -> tuple[Callable, tuple[np.ndarray, ...]]:
+        """``(f, stacked)``: the packed program as a plain JAX function of stacked arrays and
+        those arrays, e.g. for ``explorer.measure(f, *stacked)``."""
+        entry, leaves = self._entry(args, kwargs)
+        return entry.program, self._stack(entry, leaves)
+
+    @property
+    def report(self) -> JitReport | None:
+        """The report of the last call signature traced (``None`` before any call)."""
+        return None if self._last is None else self._last.report
+
+    def report_for(self, *args, **kwargs) -> JitReport:
+        """The report for these arguments (traced and packed if not yet)."""
+        return self._entry(args, kwargs)[0].report
+
+    def __repr__(self) -> str:
+        return f"explorer.jit({self.__name__})"
+
+    # -- the work -----------------------------------------------------------------------------
+
+    def _split(self, args, kwargs):
+        n = len(args)
+        nums = {i + n if i < 0 else i for i in self._nums}
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in nums)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._names}
+        static = (tuple((i, args[i]) for i in sorted(nums) if i < n),
+                  tuple(sorted((k, v) for k, v in kwargs.items() if k in self._names)))
+        return (dyn_args, dyn_kwargs), static
+
+    def _entry(self, args, kwargs) -> tuple[_Entry, list]:
+        dynamic, static = self._split(args, kwargs)
+        leaves, treedef = jax.tree_util.tree_flatten(dynamic)
+        key = (treedef, tuple(_leaf_key(x) for x in leaves), static)
+        try:
+            entry = self._cache.get(key)
+        except TypeError as e:  # an unhashable static argument
+            raise _one_line(e, "a static argument must be hashable") from None
+        if entry is None:
+            entry = self._build(args, kwargs, dynamic)
+            self._cache[key] = entry       # only a complete entry is ever cached
+        self._last = entry
+        return entry, leaves
+
+    def _build(self, args, kwargs, dynamic) -> _Entry:
+        try:
+            traced = self._jax.trace(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the user's error, one line, its own type
+            raise _one_line(e, f"{self.__name__} could not be traced") from None
+        closed = traced.jaxpr
+        paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(dynamic)[0]]
+        invars = closed.jaxpr.invars
+        if len(invars) != len(paths):
+            raise AssertionError("jax.jit's jaxpr takes another number of leaves than given")
+        groups: dict[tuple, list[int]] = {}
+        for i, (path, var) in enumerate(zip(paths, invars)):
+            groups.setdefault((_arg_name(path), tuple(var.aval.shape),
+                               np.dtype(var.aval.dtype).str), []).append(i)
+        in_groups = list(groups.values())
+        in_structs = [jax.ShapeDtypeStruct((len(g), *invars[g[0]].aval.shape),
+                                           invars[g[0]].aval.dtype) for g in in_groups]
+        outvars = closed.jaxpr.outvars
+        by_out: dict[tuple, list[int]] = {}
+        for i, var in enumerate(outvars):
+            by_out.setdefault((tuple(var.aval.shape), np.dtype(var.aval.dtype).str), []).append(i)
+        out_groups = list(by_out.values())
+        out_treedef = jax.tree_util.tree_structure(traced.out_info)
+        inputs = tuple((arg, shape, np.dtype(dt).name, len(g))
+                       for (arg, shape, dt), g in groups.items())
+        before = count_eqns(closed)
+        try:
+            program, notes = _packed_program(closed, in_groups, out_groups)
+            packed = jax.jit(program).trace(*in_structs)
+            fallback = None
+        except Exception as e:  # noqa: BLE001 - never a wrong number: run it leaf by leaf
+            why = (str(e) if isinstance(e, Unpackable)
+                   else f"packer error {type(e).__name__}: {str(e).strip()[:200]}")
+            program, notes = _plain_program(closed, in_groups, out_groups), None
+            packed = jax.jit(program).trace(*in_structs)
+            fallback = why
+        report = JitReport(
+            eqns_before=before, eqns_after=count_eqns(packed.jaxpr), inputs=inputs,
+            packs=0 if notes is None else notes["packs"],
+            regions=() if notes is None else tuple(notes["regions"]),
+            leaf_by_leaf=() if notes is None else tuple(
+                (name, n, why) for name, (n, why) in sorted(notes["emitter"].scalar.items())),
+            fallback=fallback)
+        return _Entry(in_groups, in_structs, out_groups, out_treedef, packed, report, program)
+
+    @staticmethod
+    def _stack(entry: _Entry, leaves) -> tuple[np.ndarray, ...]:
+        out = []
+        for idx, struct in zip(entry.in_groups, entry.in_structs):
+            out.append(np.stack([np.asarray(leaves[i], struct.dtype) for i in idx]))
+        return tuple(out)
+
+    @staticmethod
+    def _unstack(entry: _Entry, outs):
+        flat = [None] * sum(len(g) for g in entry.out_groups)
+        for idx, value in zip(entry.out_groups, outs):
+            if len(idx) == 1:
+                flat[idx[0]] = value
+            else:
+                # One host copy, then views: reading N leaves of a device array one by one
+                # costs a dispatch each (0.2 ms per leaf on the CPU, measured).
+                host = np.asarray(value)
+                host.flags.writeable = False
+                for j, i in enumerate(idx):
+                    flat[i] = host[j]
+        return jax.tree_util.tree_unflatten(entry.out_treedef, flat)
+
+
+def _leaf_key(x):
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        return type(x)
+    return (tuple(shape), str(dtype), bool(getattr(x, "weak_type", False)), type(x) is not
+            np.ndarray and not isinstance(x, jax.Array))
+
+
+def _packed_program(closed, in_groups, out_groups):
+    """The packed program as a function of the stacked inputs, and what the packer noted."""
+    graph = Graph()
+    top = Scope("program")
+    invars = closed.jaxpr.invars
+    args: list = [None] * len(invars)
+    for idx in in_groups:
+        aval = invars[idx[0]].aval
+        if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended):
+            raise Unpackable(f"leaves of dtype {aval.dtype} cannot be stacked with NumPy")
+        for i, node in zip(idx, graph.inputs(top, aval.shape, aval.dtype, len(idx))):
+            args[i] = node
+    top.outputs = graph.inline(closed.jaxpr, closed.consts, args, top)
+    plan = plan_scope(top)
+    notes: dict[str, Any] = {"packs": len(plan.packs), "emitter": Emitter(), "regions": []}
+    for region in graph.regions:
+        sub = [s for s in region.scopes]
+        nodes = sum(len(_body_nodes(s)) for s in sub)
+        packs = sum(len(plan_scope(s).packs) for s in sub)
+        classes = tuple((role, len(pos)) for role, pos in region.in_classes)
+        notes["regions"].append(RegionReport(region.kind, classes, nodes, packs))
+    outs = top.outputs
+
+    def program(*stacked):
+        emitter = Emitter()
+        notes["emitter"] = emitter
+        state = emitter.run(plan, list(stacked))
+        result = []
+        for idx in out_groups:
+            nodes = [outs[i] for i in idx]
+            if len(idx) == 1:
+                result.append(state.single(nodes[0]))
+            else:
+                result.append(state.full(nodes, nodes[0].shape, nodes[0].dtype))
+        return tuple(result)
+
+    program.__name__ = "packed"
+    return program, notes
+
+
+def _body_nodes(scope: Scope):
+    from .plan import _demanded
+    return _demanded(scope.outputs)
+
+
+def _plain_program(closed, in_groups, out_groups):
+    """``closed`` as a function of the stacked inputs: unstacked inside, run leaf by leaf."""
+    n_in = len(closed.jaxpr.invars)
+    run = jex_core.jaxpr_as_fun(closed)
+
+    def program(*stacked):
+        leaves = [None] * n_in
+        for idx, value in zip(in_groups, stacked):
+            for j, i in enumerate(idx):
+                leaves[i] = value[j]
+        outs = run(*leaves)
+        result = []
+        for idx in out_groups:
+            result.append(outs[idx[0]] if len(idx) == 1 else
+                          jax.numpy.stack([outs[i] for i in idx]))
+        return tuple(result)
+
+    program.__name__ = "unpacked"
+    return program
+
+
+def jit(fun: Callable, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = ()) -> Jitted:
+    """Compile ``fun`` like ``jax.jit``, with a program that does not grow with its leaves.
+
+    Args:
+        fun: A function of pytrees (dicts of per-name scalars, say), with ``lax.scan`` /
+            ``fori_loop`` / ``while_loop`` / ``cond``, ``jax.grad`` and nested ``jit`` inside.
+        static_argnums: As for ``jax.jit``.
+        static_argnames: As for ``jax.jit``.
+
+    Returns:
+        A :class:`Jitted`: call it like ``jax.jit(fun)``; ``.lower``, ``.trace``, ``.report``.
+
+    Raises:
+        TypeError: ``fun`` is not callable. Tracing errors are raised on the first call with
+            the type ``jax.jit`` raises and a one-line message.
+    """
+    return Jitted(fun, static_argnums, static_argnames)

@@ -1,0 +1,144 @@
+"""Passes 3 and 4 of :func:`explorer.jit`'s packer: group and lay out.
+
+Group: the nodes a scope's outputs need are grouped by signature; each group is a
+:class:`Pack`, one vector value whose lanes are its members. Operands of isomorphic nodes are
+isomorphic, so a pack reads each operand from one other pack (or from constants): a slice,
+a gather, or the whole vector. Packs are ordered by their first member's creation, which is a
+topological order (a node's operands are created before it, and a pack's first member has
+operands in every pack its other members read).
+
+Lay out: each pack's lane order is chosen so that reads are whole vectors where possible:
+packs that feed a scope's outputs take the outputs' order, then each pack passes its order on
+to the packs it reads (in reverse topological order). Input packs and region outputs keep
+their lane order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Scope, Sum
+
+__all__ = ["Pack", "ScopePlan", "plan_scope"]
+
+
+@dataclasses.dataclass
+class Pack:
+    """One vector value: ``members[j]`` is lane ``j``."""
+
+    members: list[Node]
+    first: int                      # creation index of its first member (topological key)
+
+
+@dataclasses.dataclass
+class ScopePlan:
+    """A scope's packs in emission order and where each node lives (pack index, lane)."""
+
+    scope: Scope
+    packs: list[Pack]
+    where: dict[int, tuple[int, int]]   # node uid -> (pack index, lane)
+    subplans: dict[int, list["ScopePlan"]]   # region uid -> plans of its scopes
+
+
+def _operands(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, (Op, Multi, Region)):
+        return node.operands
+    if isinstance(node, Reshape):
+        return (node.operand,)
+    if isinstance(node, Sum):
+        return tuple(node.terms())
+    if isinstance(node, Out):
+        return (node.parent,)
+    return ()
+
+
+def _demanded(outputs: list[Node]) -> list[Node]:
+    seen: dict[int, Node] = {}
+    stack = list(outputs)
+    while stack:
+        node = stack.pop()
+        if node.uid in seen:
+            continue
+        seen[node.uid] = node
+        stack.extend(_operands(node))
+    return sorted(seen.values(), key=lambda n: n.uid)
+
+
+def plan_scope(scope: Scope) -> ScopePlan:
+    """Group and lay out one scope (and, recursively, the scopes of its regions)."""
+    by_sig: dict[int, list[Node]] = {}
+    order: list[int] = []
+    for node in _demanded(scope.outputs):
+        if isinstance(node, Const):
+            continue
+        group = by_sig.get(node.sig)
+        if group is None:
+            group = by_sig[node.sig] = []
+            order.append(node.sig)
+        group.append(node)
+    packs = [Pack(by_sig[s], by_sig[s][0].uid) for s in order]
+    _lay_out(packs, scope.outputs)
+    where = {}
+    for p, pack in enumerate(packs):
+        for lane, node in enumerate(pack.members):
+            where[node.uid] = (p, lane)
+    subplans = {}
+    for pack in packs:
+        for node in pack.members:
+            if isinstance(node, Region):
+                subplans[node.uid] = [plan_scope(s) for s in node.scopes]
+    return ScopePlan(scope, packs, where, subplans)
+
+
+def _fixed(pack: Pack) -> bool:
+    """Inputs and region outputs keep lane order (their vector comes whole from outside)."""
+    first = pack.members[0]
+    return isinstance(first, In) or (isinstance(first, Out) and first.cls is not None)
+
+
+def _lay_out(packs: list[Pack], outputs: list[Node]) -> None:
+    index = {}
+    for p, pack in enumerate(packs):
+        if _fixed(pack):
+            pack.members.sort(key=lambda n: n.lane)
+        for node in pack.members:
+            index[node.uid] = p
+    done = [_fixed(pack) for pack in packs]
+
+    def adopt(p: int, wanted: list[Node]) -> None:
+        members = packs[p].members
+        seen, front = set(), []
+        for node in wanted:
+            if node.uid not in seen and index.get(node.uid) == p:
+                seen.add(node.uid)
+                front.append(node)
+        packs[p].members = front + [n for n in members if n.uid not in seen]
+        done[p] = True
+
+    by_pack: dict[int, list[Node]] = {}
+    for node in outputs:
+        p = index.get(node.uid)
+        if p is not None:
+            by_pack.setdefault(p, []).append(node)
+    for p, wanted in by_pack.items():
+        if not done[p]:
+            adopt(p, wanted)
+    for p in range(len(packs) - 1, -1, -1):
+        members = packs[p].members
+        first = members[0]
+        if isinstance(first, Region):       # each input class is read whole, in lane order
+            for _, positions in first.in_classes:
+                wanted = [first.operands[i] for i in positions]
+                q = index.get(wanted[0].uid)
+                if q is not None and not done[q] and all(index.get(w.uid) == q for w in wanted):
+                    adopt(q, wanted)
+            continue
+        if not isinstance(first, (Op, Reshape, Multi)) or len(members) < 2:
+            continue
+        for k in range(len(_operands(first))):
+            wanted = [_operands(n)[k] for n in members]
+            q = index.get(wanted[0].uid)
+            if q is None or done[q] or q == p:
+                continue
+            if all(index.get(w.uid) == q for w in wanted):
+                adopt(q, wanted)

@@ -368,13 +368,16 @@ _USER_LOCK = threading.Lock()
 
 def register(problem: UserProblem) -> UserProblem:
     """Make ``problem`` known by its name in this process (the latest definition wins)."""
-    from .user_problems import UserProblem  # noqa: PLC0415 - it builds on Problem
+    from .user_problems import UserProblem, forget_cached  # noqa: PLC0415 - built on Problem
 
     if not isinstance(problem, UserProblem):
         raise ValueError(  # noqa: TRY004 - bad input is a ValueError here
             f"expected a problem made by explorer.define_problem, got {type(problem).__name__}")
     with _USER_LOCK:
+        earlier = _USER.get(problem.name)
         _USER[problem.name] = problem
+    if earlier is not None and earlier != problem:  # a new definition: none of the old is used
+        forget_cached()
     return problem
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import inspect
 import os
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -55,7 +57,10 @@ class UserProblem(Problem):
 
     Its names come from the ``state(n)`` and ``params(n)`` factories, its truth is
     ``params(n)``, and its observations are the per-name ``step`` rolled out from ``state(n)``
-    under that truth. Compared by identity: two definitions are two problems.
+    under that truth. Two problems are equal when they come from the same call of
+    :func:`define_problem` (``definition`` is that call's token; a copy sent to a worker keeps
+    it): every cache keyed on a problem then holds one definition, never an earlier one of the
+    same name.
     """
 
     step: Callable = dataclasses.field(default=None, repr=False)
@@ -64,6 +69,14 @@ class UserProblem(Problem):
     grouped: Callable | None = dataclasses.field(default=None, repr=False)
     vector: Callable | None = dataclasses.field(default=None, repr=False)
     origin: str = ""
+    definition: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex, repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is type(self) and other.name == self.name
+                and other.definition == self.definition)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.definition))
 
     @property
     def source(self) -> str:
@@ -305,6 +318,13 @@ def _user_observed(problem: UserProblem, n: int, horizon: int) -> np.ndarray:
     return out
 
 
+def forget_cached() -> None:
+    """Drop what is cached of every user problem (layouts, checks, observations): called when
+    a definition replaces another of the same name, so nothing of the earlier one is used."""
+    for cached in (_layout, _check_form, _user_observed):
+        cached.cache_clear()
+
+
 def _origin(step: Callable) -> str:
     """``/path/file.py:qualname`` of the step (the same whether the file runs as a script or
     is imported as ``MODULE:ATTR``), or ``module:qualname`` when it has no file."""
@@ -325,7 +345,8 @@ def define_problem(name: str, step: Callable, state: Callable[[int], Mapping],
 
     Args:
         name: The problem's name in stored rows and menus (not a built-in one). Defining a
-            name again in the same process replaces the earlier definition.
+            name again in the same process replaces the earlier definition: nothing cached of
+            it is used again (its factories and step are checked anew).
         step: ``step(state, params) -> dict``, one update written per name: ``state`` and
             ``params`` are dicts of scalars, and it returns the same keys as ``state``.
         state: ``state(n) -> dict``, the initial state for ``n`` units: one number per name,
@@ -339,7 +360,9 @@ def define_problem(name: str, step: Callable, state: Callable[[int], Mapping],
             stacked in name order: enables ``array``.
         description: One sentence for menus (default: the step's first docstring line).
         source: Where the code comes from, stored with every row (default: the step's
-            ``/path/file.py:qualname``). A sweep reuses stored rows only of the same source.
+            ``/path/file.py:qualname@FINGERPRINT``, the fingerprint changing with the code of
+            the functions given here and the numbers the factories give). A sweep reuses
+            stored rows only of the same source, so an edited step is measured again.
 
     The factories are run once at ``n = 2`` now; every size is checked again (factories run,
     the step traced abstractly) before it is built or swept.
@@ -362,10 +385,42 @@ def define_problem(name: str, step: Callable, state: Callable[[int], Mapping],
     problem = UserProblem(name=name, description=description or (doc[0] if doc else
                           f"Your problem {name!r}."), groups=(), param_groups=(), step=step,
                           state=state, params=params, grouped=step_grouped, vector=step_vector,
-                          origin=source or _origin(step))
+                          origin=source or "")
     probe = problem.layout(2)
     if step_grouped is not None and not (probe.groups and probe.param_groups):
         raise ValueError(f"define_problem({name!r}): step_grouped needs groups: give state and "
                          "params as one array per group, or names of the form GROUP_I")
-    problem = dataclasses.replace(problem, groups=probe.groups, param_groups=probe.param_groups)
+    origin = source or (f"{_origin(step)}@"
+                        f"{_fingerprint((step, state, params, step_grouped, step_vector), probe)}")
+    problem = dataclasses.replace(problem, groups=probe.groups, param_groups=probe.param_groups,
+                                  origin=origin)
     return register(problem)
+
+
+def _fingerprint(functions: tuple[Callable | None, ...], probe: _Layout) -> str:
+    """12 hex digits of what the definition says: its functions' source (their bytecode where
+    there is none) and the names and values the factories give at ``n = 2``. An edited step,
+    or a factory giving other numbers, makes another fingerprint, so a sweep's resume never
+    takes rows measured of the earlier code (a helper the step calls is not read: name a
+    version in ``source=`` for that)."""
+    digest = hashlib.sha256()
+    for fn in functions:
+        digest.update(_code_text(fn).encode() + b"\0")
+    digest.update("\n".join(probe.names + ("|",) + probe.param_names).encode())
+    digest.update(probe.state.tobytes() + probe.params.tobytes())
+    return digest.hexdigest()[:12]
+
+
+def _code_text(fn: Callable | None) -> str:
+    if fn is None:
+        return "-"
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):  # made by exec, in C, or a callable object
+        code = getattr(fn, "__code__", None)
+        return _bytecode(code) if code is not None else type(fn).__qualname__
+
+
+def _bytecode(code: Any) -> str:
+    consts = (_bytecode(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts)
+    return f"{code.co_code.hex()}|{','.join(consts)}|{','.join(code.co_names)}"

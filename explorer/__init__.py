@@ -38,6 +38,7 @@ from ._src.jobs.worker import WorkerCancelled as WorkerCancelled
 from ._src.jobs.worker import WorkerCrashed as WorkerCrashed
 from ._src.jobs.worker import WorkerExecutor as WorkerExecutor
 from ._src.jobs.worker import WorkerOutOfMemory as WorkerOutOfMemory
+from ._src.pack.jit import jit as jit
 from ._src.pack.pack import PackReport as PackReport
 from ._src.pack.pack import Packed as Packed
 from ._src.pack.pack import pack as pack
@@ -73,6 +74,7 @@ __all__ = [
     "Measurement",
     "MeasurementTimeout",
     "NamedArray",
+    "jit",
     "pack",
     "Packed",
     "PackReport",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .errors import StoreError
+from .errors import StoreError, _Unwritable
 from .pending import TABLE as PENDING_TABLE
 from .sweeps import TABLE as SWEEPS_TABLE
 
@@ -75,6 +75,18 @@ def check_ours(con: sqlite3.Connection, path: Path) -> set[str]:
         return have
     raise StoreError(f"store {path} is not a pytree-explorer results file (another "
                      "program's SQLite database); it was left untouched")
+
+
+def check_version(con: sqlite3.Connection, path: Path) -> None:
+    """Refuse, before anything is written, a store made by a newer explorer (a higher
+    ``PRAGMA user_version``): its columns may be renamed or required, so adding a column back
+    or a row without them would alter it or lose the row. It is still read."""
+    version = con.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise _Unwritable(f"store {path} was written by a newer pytree-explorer (store version "
+                          f"{version}; this one writes version {SCHEMA_VERSION}): it can be "
+                          "read but not written; upgrade pytree-explorer, or use another "
+                          "--store", False)
 
 
 def is_current(con: sqlite3.Connection, have: set[str], memory: bool) -> bool:

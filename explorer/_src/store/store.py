@@ -27,6 +27,7 @@ import pandas as pd
 
 # Names imported from here by other modules and tests are kept importable from here.
 from .errors import RowPending, StoreError, StoreWarning, _Unwritable  # noqa: F401
+from .export import check_export_path, export_frame  # noqa: F401
 from .pending import PENDING_SUFFIX, SideFile, _append_line  # noqa: F401
 from .schema import (  # noqa: F401
     _INT,
@@ -36,6 +37,7 @@ from .schema import (  # noqa: F401
     STATUSES,
     TABLE_COLUMNS,
     check_ours,
+    check_version,
     create,
     is_current,
 )
@@ -71,6 +73,9 @@ class Store:
 
     def __init__(self, path: str | os.PathLike | None = None, *,
                  timeout: float = DEFAULT_LOCK_WAIT_S):
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"store must be a file path (str or os.PathLike), got "
+                             f"{type(path).__name__} {path!r}")
         self.path = Path(path).expanduser() if path is not None else default_path()
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
@@ -113,7 +118,10 @@ class Store:
         """A read-only connection and the columns it has, or ``(None, set())`` if no file.
 
         Opened with ``mode=ro``: reading never creates, migrates or writes the file, and needs
-        no write permission (a read-only folder falls back to ``immutable=1``).
+        no write permission. A store in a folder the reader cannot write (another user's, a
+        read-only mount) has no ``-shm`` file SQLite's WAL mode could make: it is then opened
+        ``immutable=1``, which reads the file alone (a warning says so if a log beside it
+        holds rows not yet in the file).
         """
         if self._memory():
             con = self._connect()
@@ -122,6 +130,7 @@ class Store:
         if not self.path.exists():
             yield None, set()
             return
+        self._check_not_folder()
         uri = self.path.resolve().as_uri()
         con = None
         try:
@@ -134,14 +143,28 @@ class Store:
                 except sqlite3.OperationalError as err:
                     con.close()
                     con = None
-                    if "unable to open" not in str(err) or "immutable" in query:
+                    if not _needs_write_access(err) or "immutable" in query:
                         raise
+                    self._warn_unread_log()
             yield con, have
         except sqlite3.Error as err:
             raise self._fail(err) from None
         finally:
             if con is not None:
                 con.close()
+
+    def _check_not_folder(self) -> None:
+        if self.path.is_dir():
+            raise StoreError(f"store {self.path} is a folder, not a results file (give the "
+                             "path of a .sqlite file in it)")
+
+    def _warn_unread_log(self) -> None:
+        log = Path(f"{self.path}-wal")
+        with contextlib.suppress(OSError):
+            if log.stat().st_size > 0:
+                warnings.warn(f"store {self.path} is read without write access to its folder: "
+                              f"rows still in {log.name} (a sweep running or cut short there) "
+                              "are not shown", StoreWarning, stacklevel=5)
 
     def _read_table(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
         """Rows of a query on the measurements table; none if there is no store yet."""
@@ -163,6 +186,7 @@ class Store:
                                         isolation_level=None))
             self._ensure_schema(self._mem)
             return self._mem
+        self._check_not_folder()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
@@ -177,14 +201,31 @@ class Store:
 
         Called before a sweep measures anything, so a bad store costs no measuring time. A
         store locked by another process passes (rows finished while it stays locked are kept
-        in the side file); when it is free, rows kept there earlier are added now.
+        in the side file); when it is free, rows kept there earlier are added now. A store not
+        made yet is not made here (nor its folder): only that it could be is checked, so a
+        sweep refused later leaves nothing behind.
         """
+        if not self._memory() and not self.path.exists():
+            self._check_creatable()
+            return
         try:
             with self._transaction(0):
                 pass
         except _Unwritable as err:
             if not err.busy:
                 raise
+
+    def _check_creatable(self) -> None:
+        """One-line :class:`StoreError` if the store file could not be made where it is named."""
+        self._check_not_folder()
+        folder = self.path.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise StoreError(f"store {self.path} cannot be made: {folder} is a file, not a folder")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise StoreError(f"store {self.path} cannot be made: no permission to write in "
+                             f"{folder}")
 
     def _ensure_schema(self, con: sqlite3.Connection) -> None:
         if self._ready:
@@ -200,6 +241,7 @@ class Store:
                         f"store {self.path} failed its integrity check ({check[0][0]}); "
                         "it was left untouched")
                 self._ours = not self._memory()
+                check_version(con, self.path)  # a newer explorer's store is never written
                 if not is_current(con, have, self._memory()):  # a store up to date needs no lock
                     self._make_schema(con)
             except (sqlite3.Error, StoreError) as err:
@@ -294,8 +336,11 @@ class Store:
 
         Yields the other sweeps (dicts: ``run_id``, ``pid``, ``started_at``) measuring into
         this store from this host now; entries of sweeps whose process is gone are removed.
-        Best effort: a store locked for a moment runs the sweep unmarked.
+        Best effort: a store locked for a moment runs the sweep unmarked, and so does a store
+        not made yet (nothing is created before a row is stored).
         """
+        if not self._memory() and not self.path.exists():
+            return contextlib.nullcontext([])
         wait = min(self.timeout, 2.0)
         return sweeping(self._read_table, lambda: self._transaction(wait, None), run_id)
 
@@ -395,54 +440,6 @@ class Store:
         return export_frame(self.rows(**filters), path)
 
 
-def check_export_path(path: str | os.PathLike, store: str | os.PathLike | None = None) -> Path:
-    """``path`` if rows can be exported there, else a one-line ValueError.
-
-    Checked before anything is read or measured, so a bad name costs nothing: the suffix
-    (``.csv`` or ``.parquet``), an existing writable folder, not a folder itself, and never the
-    store file (``store``) under another name or through a link.
-    """
-    path = Path(path).expanduser()
-    if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
-        raise ValueError(f"cannot export to {path.name!r}: use a .csv or .parquet file name")
-    if store is not None and str(store) != ":memory:" and _same_file(path, Path(store)):
-        raise ValueError(f"cannot export to {path}: it is the results store itself")
-    if path.is_dir():
-        raise ValueError(f"cannot export to {path}: it is a folder")
-    folder = path.parent
-    if not folder.is_dir():
-        raise ValueError(f"cannot export to {path}: folder {folder} does not exist")
-    if not os.access(folder if not path.exists() else path, os.W_OK):
-        raise ValueError(f"cannot export to {path}: no permission to write there")
-    return path
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-        return a.expanduser().resolve() == b.expanduser().resolve()
-    except OSError:
-        return False
-
-
-def export_frame(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Write a results DataFrame to ``.csv`` or ``.parquet`` by suffix."""
-    path = check_export_path(path)
-    try:
-        _write_frame(frame, path)
-    except OSError as err:
-        raise ValueError(f"cannot export to {path}: {err.strerror or err}") from None
-    return path
-
-
-def _write_frame(frame: pd.DataFrame, path: Path) -> None:
-    if path.suffix.lower() == ".csv":
-        frame.to_csv(path, index=False)
-    else:
-        frame.to_parquet(path, index=False)
-
-
 def to_frame(records: Iterable[tuple] | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """A results DataFrame with :data:`COLUMNS`, from tuples in column order or dicts."""
     records = list(records)
@@ -538,6 +535,12 @@ def _decode_rollout(data: list | None) -> tuple[list[str], np.ndarray] | None:
     if data is None:
         return None
     return list(data[0]), np.load(io.BytesIO(base64.b64decode(data[1])), allow_pickle=False)
+
+
+def _needs_write_access(err: BaseException) -> bool:
+    """Whether a read-only open failed only because SQLite could not make the WAL's ``-shm``."""
+    text = str(err)
+    return "unable to open" in text or "readonly database" in text
 
 
 def _is_busy(err: BaseException) -> bool:

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 import param
 
-from ...jobs import run as _run
-from ...util import validate as v
-from .session import Session
 from ...core.problems import problems as _problems
 from ...core.representations import REPRESENTATIONS
 from ...core.spec import Spec
+from ...jobs import run as _run
+from ...util import validate as v
+from .session import Session
 
 __all__ = ["MAX_N_STATES", "MAX_TIMEOUT_S", "N_CHOICES", "ROLLOUT_MAX_N", "TARGET_CHOICES",
            "CaseControls"]

@@ -1,16 +1,18 @@
 """State and logic of the dashboard: ``param.Parameterized`` parts that import no Panel.
 
 Everything a page does (run, sweep, cancel, inspect, compare) is a method here, so it can be
-driven from tests and notebooks without a browser; ``explorer/_dashboard.py`` only lays widgets
-out. :class:`ExplorerModel` composes one page from its parts, each in its own module:
+driven from tests and notebooks without a browser; ``explorer/_src/dashboard/page.py`` only lays
+widgets out. :class:`ExplorerModel` composes one page from its parts, each in its own module:
 
 - :class:`Session` (``session``): the status line, the alert, and :attr:`Session.dispatch`, how
   background threads reach the page's event loop;
 - :class:`CaseControls` (``controls``): what to measure, checked into specs;
 - :class:`Results` (``results``): stored and measured rows, the example sweep, trajectories;
 - :class:`PlotView` (``view``): view choices, the four plots and their redraws;
-- :class:`JobQueue` (``jobs``): run, sweep, cancel, and the status of background jobs;
-- :class:`ProgramInspector` (``programs``): inspect a result's programs, compare two;
+- :class:`JobQueue` (``jobs``): run, sweep, cancel, and the status of background jobs (its
+  own parts: threads, submission, status line, measuring, preparing ahead; see its module);
+- :class:`ProgramInspector` (``programs``): inspect a result's programs (asking first when
+  that compiles a case never measured), compare two;
 - :class:`RunComparison` (``runs``): two groups of rows (JAX version, backend, host...) as ratios.
 
 Per-session state lives in the instance. Measurements go through
@@ -27,6 +29,8 @@ import pandas as pd
 import param
 
 from ... import plots as _plots
+from ...core.problems import problems
+from ...store.store import Store
 from .controls import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, CaseControls
 from .jobs import JobQueue
 from .programs import ProgramInspector
@@ -34,8 +38,6 @@ from .results import Results
 from .runs import RunComparison
 from .session import Session
 from .view import PlotView
-from ...core.problems import problems
-from ...store.store import Store
 
 __all__ = ["MAX_N_STATES", "N_CHOICES", "ROLLOUT_MAX_N", "CaseControls", "ExplorerModel",
            "JobQueue", "PlotView", "ProgramInspector", "Results", "RunComparison", "Session"]
@@ -136,9 +138,10 @@ class ExplorerModel(param.Parameterized):
         """Add rows other sessions (or the CLI) stored since the last look; return how many."""
         return self.results.refresh()
 
-    def inspect(self, row_id: int | None = None) -> bool:
-        """Fetch the programs of a result (the selected one by default)."""
-        return self.programs.inspect(row_id)
+    def inspect(self, row_id: int | None = None, confirmed: bool = False) -> bool:
+        """Fetch the programs of a result (the selected one by default); a row never measured
+        waits for ``confirmed`` (see :meth:`ProgramInspector.inspect`)."""
+        return self.programs.inspect(row_id, confirmed)
 
     def compare(self) -> bool:
         """Say whether ``programs.compare_a`` and ``compare_b`` are the same program to XLA."""

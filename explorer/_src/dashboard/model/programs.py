@@ -1,6 +1,9 @@
 """The programs behind a result: inspect one (jaxpr, StableHLO, HLO, blame), compare two.
 
-Both run in the worker, like a measurement, as jobs of the page's :class:`JobQueue`.
+Both run in the worker as program jobs of the page's :class:`JobQueue`: after every
+measurement, giving way to anyone's Run (see :mod:`.submission`). The programs of a row that
+was never measured (cancelled, timed out, failed) are compiled first: the page says what that
+may cost, from the rows measured like it, and waits for the user's go (:meth:`confirm_inspect`).
 """
 
 from __future__ import annotations
@@ -11,14 +14,15 @@ import threading
 import pandas as pd
 import param
 
+from ... import plots as _plots
+from ...core.representations import REPRESENTATIONS
+from ...core.spec import Spec
 from ...jobs.jobs import compare_specs, inspect_spec
 from .controls import CaseControls
 from .jobs import JobQueue
 from .results import Results
 from .session import Session
 from .view import PlotView
-from ...core.representations import REPRESENTATIONS
-from ...core.spec import Spec
 
 __all__ = ["MAX_TEXT_CHARS", "ProgramInspector"]
 
@@ -37,6 +41,9 @@ class ProgramInspector(param.Parameterized):
     compare_a = param.Selector(default="dict", objects=list(REPRESENTATIONS), label="Compare")
     compare_b = param.Selector(default="array", objects=list(REPRESENTATIONS), label="with")
     comparison = param.Dict(default={}, precedence=-1, doc="verdict and diffs of a comparison.")
+    confirm = param.Dict(default={}, precedence=-1, doc="""
+        A program request waiting for the user's go: ``row_id`` and ``message`` (what it will
+        cost); empty when none waits.""")
 
     session = param.ClassSelector(class_=Session, precedence=-1)
     controls = param.ClassSelector(class_=CaseControls, precedence=-1)
@@ -44,9 +51,17 @@ class ProgramInspector(param.Parameterized):
     view = param.ClassSelector(class_=PlotView, precedence=-1)
     jobs = param.ClassSelector(class_=JobQueue, precedence=-1)
 
-    def inspect(self, row_id: int | None = None) -> bool:
+    @param.depends("selected", watch=True)
+    def _selection_changed(self) -> None:
+        if self.confirm and self.confirm.get("row_id") != self.selected:
+            self.confirm = {}  # the go asked for was for another row
+
+    def inspect(self, row_id: int | None = None, confirmed: bool = False) -> bool:
         """Fetch the jaxpr, StableHLO, optimised HLO and equation blame of a result (the
-        selected one by default); the work runs in the worker, like a measurement."""
+        selected one by default); the work runs in the worker after every measurement.
+
+        A row that was never measured is compiled first: unless ``confirmed``, the request
+        waits in :attr:`confirm`, saying what it will cost, and ``False`` is returned."""
         row_id = self.selected if row_id is None else row_id
         row = self.results.row(row_id)
         if row is None:
@@ -58,20 +73,31 @@ class ProgramInspector(param.Parameterized):
         except (ValueError, TypeError, KeyError) as err:
             self.session.show(f"Cannot inspect this row: {err}", "danger")
             return False
+        if row.get("status") not in (None, "ok") and not confirmed:
+            self.confirm = {"row_id": row_id, "message": program_cost(row, self.results.frame)}
+            self.session.status = (f"Programs of row {row_id}: waiting for your go "
+                                   "(it was never measured).")
+            return False
+        self.confirm = {}
         note = _before_inspecting(row_id, row)
         if note:
             self.session.show(note, "warning")
         else:
             self.session.clear_alert()
-        self.jobs.busy = True
+        self.jobs.begin(f"Inspecting {spec.label}…")
         self.jobs.start(self._inspect_job, spec)
         return True
 
+    def confirm_inspect(self) -> bool:
+        """Go on with the program request waiting in :attr:`confirm`."""
+        if not self.confirm:
+            return False
+        return self.inspect(self.confirm["row_id"], confirmed=True)
+
     def _inspect_job(self, cancel: threading.Event, spec: Spec) -> None:
-        future = self.jobs.submit(inspect_spec, (spec,), f"inspect {spec.label}")
         try:
-            texts = self.jobs.result(future, cancel,
-                                     lambda what: f"Inspecting {spec.label} — {what}")
+            texts = self.jobs.program(inspect_spec, (spec,), f"inspect {spec.label}", cancel,
+                                      lambda what: f"Inspecting {spec.label} — {what}")
         except BaseException as err:  # noqa: BLE001
             self.jobs.failed(f"Inspecting {spec.label}", err, "Inspection failed.")
             return
@@ -100,15 +126,15 @@ class ProgramInspector(param.Parameterized):
             self.session.show(f"Bad input: {str(err).splitlines()[0]}", "danger")
             return False
         self.session.clear_alert()
-        self.jobs.busy = True
-        self.jobs.start(self._compare_job, a, b)
+        label = f"{a.representation} vs {b.representation} N={a.n_states}"
+        self.jobs.begin(f"Comparing {label}…")
+        self.jobs.start(self._compare_job, a, b, label)
         return True
 
-    def _compare_job(self, cancel: threading.Event, a: Spec, b: Spec) -> None:
-        label = f"{a.representation} vs {b.representation} N={a.n_states}"
-        future = self.jobs.submit(compare_specs, (a, b), f"compare {label}")
+    def _compare_job(self, cancel: threading.Event, a: Spec, b: Spec, label: str) -> None:
         try:
-            result = self.jobs.result(future, cancel, lambda what: f"Comparing {label} — {what}")
+            result = self.jobs.program(compare_specs, (a, b), f"compare {label}", cancel,
+                                       lambda what: f"Comparing {label} — {what}")
         except BaseException as err:  # noqa: BLE001
             self.jobs.failed(f"Comparing {label}", err, "Comparison failed.")
             return
@@ -135,6 +161,41 @@ class ProgramInspector(param.Parameterized):
 # Above this many jaxpr equations (or, unmeasured, this many states) printing the programs takes
 # minutes on a laptop: said before it starts.
 LARGE_EQNS, LARGE_N = 50_000, 1000
+
+
+def program_cost(row: dict, frame: pd.DataFrame | None) -> str:
+    """What showing the programs of ``row``, which was never measured, will cost: it is
+    compiled first; the rows measured like it (same problem, representation, target, horizon
+    and unroll, another N) say how long that took nearest its N. No projection: the measured
+    figures, and which way this N lies from them."""
+    n = int(row["n_states"])
+    head = (f"Row of {row['problem']}/{row['representation']} N={n:,} {row['target']} is "
+            f"{row.get('status')}: it was never measured, so showing its programs compiles "
+            "it first (then prints them), in the shared worker after every Run.")
+    like = _plots.select(frame, problem=row["problem"], horizon=row["horizon"],
+                         unroll=row["unroll"], target=row["target"],
+                         representations=[row["representation"]])
+    if not like.empty and "source" in like:
+        like = like[like["source"] == "measured"]  # the example came from another machine
+    like = like[like["n_states"] != n] if not like.empty else like
+    if not like.empty:
+        like = like.assign(total=like[["trace_s", "lower_s", "compile_s"]].astype(float)
+                           .sum(axis=1, min_count=3)).dropna(subset=["total"])
+    if like is None or like.empty:
+        size = (f" At N = {n:,} a per-name program may take minutes." if n >= LARGE_N else "")
+        return (f"{head} Nothing like it is measured here, so its cost is unknown.{size} "
+                "Cancel stops it.")
+    below = like[like["n_states"] < n].sort_values("n_states")
+    above = like[like["n_states"] > n].sort_values("n_states")
+    said = []
+    if not below.empty:
+        m, t = int(below["n_states"].iloc[-1]), float(below["total"].iloc[-1])
+        said.append(f"N={m:,} took {t:.1f} s to trace, lower and compile; N={n:,} is "
+                    f"{n / m:.3g}× as many states: expect longer")
+    if not above.empty:
+        m, t = int(above["n_states"].iloc[0]), float(above["total"].iloc[0])
+        said.append(f"N={m:,} took {t:.1f} s: expect less than that")
+    return f"{head} Measured like it: {'; '.join(said)}. Cancel stops it."
 
 
 def _before_inspecting(row_id: int | None, row: dict) -> str:

@@ -16,8 +16,8 @@ import pandas as pd
 import param
 
 from ...store.example import describe_example, load_example
-from .session import Batch, Session
 from ...store.store import COLUMNS, TABLE_COLUMNS, Store, StoreError, to_frame
+from .session import Batch, Session
 
 __all__ = ["INITIAL_ROWS", "Results"]
 

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 import param
 
-from .results import Results
 from ...core.runs import GROUP_BY, METRICS, compare_runs
+from .results import Results
 
 __all__ = ["RunComparison"]
 

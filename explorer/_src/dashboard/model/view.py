@@ -16,10 +16,10 @@ import param
 
 from ... import plots as _plots
 from ...jobs.jobs import MAX_ROLLOUT_VARS
+from ..plotcache import PLOT_CACHE, array_key, frame_key
 from .controls import ROLLOUT_MAX_N, CaseControls
 from .results import Results
 from .session import Batch, Session
-from ..plotcache import PLOT_CACHE, array_key, frame_key
 
 __all__ = ["PRESENTER_PLOT_OPTS", "PlotView", "query_flag"]
 

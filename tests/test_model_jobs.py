@@ -1,0 +1,206 @@
+"""A page's jobs without a browser: refusals and cancels as the status line says them, program
+requests that ask before compiling and never hold another page's Run, and the executor protocol
+the job queue talks to. Sizes are tiny except where a slow compile is the point."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+
+import pytest
+
+import explorer
+from explorer._src.dashboard.model.model import ExplorerModel
+from explorer._src.dashboard.model.programs import program_cost
+from explorer._src.dashboard.model.status import progress_text
+from explorer._src.dashboard.model.submission import PROGRAM_LABEL
+from explorer._src.jobs.protocol import JobExecutor, JobPlace
+
+TINY = dict(problem="decay", n_states=3, horizon=5, target="loss")
+WAIT_S = 300
+
+
+@pytest.fixture
+def model(tmp_path, executor):
+    m = ExplorerModel(store=tmp_path / "results.sqlite", executor=executor, **TINY)
+    yield m
+    m.close()
+    m.wait(WAIT_S)
+
+
+def _wait_until(predicate, timeout: float = WAIT_S) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _row(**fields):
+    return {"problem": "decay", "representation": "dict", "horizon": 200, "target": "grad",
+            "unroll": 1, "backend": "cpu", **fields}
+
+
+# -- refusals ---------------------------------------------------------------------------
+
+def test_run_pressed_again_with_the_same_bad_input_says_so_and_a_fix_clears_it(model):
+    """The second refusal is a new status line (a page whose browser wrote "queued" over the
+    first gets the refusal again), and fixing the input takes the refusal and its alert away."""
+    controls, session = model.controls, model.session
+    controls.n_states = 0
+    assert not model.run()
+    first = session.status
+    assert first.startswith("Run not started: ") and "n_states" in first
+    assert not model.run()
+    assert session.status != first and "again" in session.status and "n_states" in session.status
+    assert session.alert.startswith("Bad input") and session.alert_kind == "danger"
+    controls.n_states = 3
+    assert session.alert == "" and "not started" not in session.status, session.status
+    # A value only Run checks (no representation ticked): its refusal goes when one is ticked.
+    controls.representations = []
+    assert not model.run() and "representation" in controls.input_error
+    controls.representations = ["array"]
+    assert controls.input_error == "" and session.alert == ""
+    assert not model.jobs.running
+
+
+def test_after_cancel_the_status_goes_from_cancelling_to_cancelled(model):
+    model.controls.param.update(representations=["dict"], n_states=1000, horizon=200,
+                                target="grad")
+    seen: list[str] = []
+    model.session.param.watch(lambda e: seen.append(e.new), "status")
+    assert model.run()
+    assert _wait_until(lambda: "stage" in model.session.status, 120), model.session.status
+    model.cancel()
+    assert model.wait(120)
+    after = seen[seen.index("Cancelling…") + 1:]
+    assert after and all("stage" not in s and "waiting" not in s for s in after), after
+    assert "cancelled" in after[-1]
+
+
+# -- program requests -------------------------------------------------------------------
+
+def test_program_cost_says_what_was_measured_like_it():
+    import pandas as pd
+
+    frame = pd.DataFrame([
+        _row(n_states=1000, status="ok", trace_s=1.0, lower_s=2.0, compile_s=14.8,
+             source="measured", finished_at=1.0),
+        _row(n_states=10000, status="ok", trace_s=10.0, lower_s=20.0, compile_s=300.0,
+             source="measured", finished_at=2.0),
+        _row(n_states=3000, status="cancelled", source="measured", finished_at=3.0),
+        # another machine's (the shipped example) says nothing about this one's cost
+        _row(n_states=2000, status="ok", trace_s=1, lower_s=1, compile_s=1, source="example",
+             finished_at=0.0),
+    ])
+    note = program_cost(_row(n_states=3000, status="cancelled"), frame)
+    assert "never measured" in note and "compiles it first" in note
+    assert "N=1,000 took 17.8 s" in note and "3× as many states: expect longer" in note
+    assert "N=10,000 took 330.0 s: expect less" in note and "N=2,000" not in note
+    unknown = program_cost(_row(n_states=3000, status="timeout", representation="ravel"), frame)
+    assert "cost is unknown" in unknown and "minutes" in unknown
+
+
+def test_programs_of_a_row_never_measured_wait_for_the_users_go(model):
+    store = model.store
+    row_id = store.add(_row(n_states=3, horizon=5, target="loss", status="cancelled",
+                            error="WorkerCancelled: cancelled"), None)
+    assert model.refresh() == 1
+    programs = model.programs
+    programs.selected = row_id
+    assert model.inspect() is False  # nothing compiles yet
+    assert programs.confirm["row_id"] == row_id
+    assert "never measured" in programs.confirm["message"]
+    assert not model.jobs.busy and programs.program == {}
+    programs.selected = None  # another row: the go asked for is withdrawn
+    assert programs.confirm == {}
+    programs.selected = row_id
+    assert model.inspect() is False
+    assert programs.confirm_inspect() and model.wait(WAIT_S)
+    assert "scan" in programs.program.get("jaxpr", ""), (model.session.status, model.session.alert)
+    assert programs.confirm == {}
+    assert "Programs of" in model.session.status
+
+
+@pytest.mark.slow
+def test_programs_of_a_big_case_never_hold_another_pages_run(tmp_path, executor):
+    """Page a asks for the programs of a dict N=1000 case (seconds of compile); page b presses
+    Run meanwhile: b's row is measured and shown before a's programs arrive (a's job gives way
+    and starts again after), and a still gets them."""
+    big = dict(problem="decay", n_states=1000, horizon=200, target="loss")
+    a = ExplorerModel(store=tmp_path / "a.sqlite", executor=executor, **big,
+                      representations=["dict"])
+    b = ExplorerModel(store=tmp_path / "b.sqlite", executor=executor, **TINY,
+                      representations=["array"])
+    seen: list[str] = []
+    a.session.param.watch(lambda e: seen.append(e.new), "status")
+    try:
+        row_id = a.store.add(_row(**big, representation="dict", status="timeout"), None)
+        a.refresh()
+        assert not a.inspect(row_id) and a.programs.confirm_inspect()
+        assert _wait_until(lambda: (executor.status.running or "").startswith(
+            PROGRAM_LABEL + "inspect"), 120), executor.status
+        time.sleep(1.0)  # well into its compile
+        assert b.run() and b.wait(WAIT_S)
+        rows = b.results.frame.query("source == 'measured'")
+        assert list(rows["status"]) == ["ok"], rows["error"].tolist()
+        assert a.programs.program == {}, "b's Run waited for a's programs"
+        assert a.wait(WAIT_S) and a.programs.program["jaxpr"].startswith("let")
+        assert any("let another job run first" in s for s in seen), seen
+    finally:
+        a.close()
+        b.close()
+
+
+# -- the executor protocol --------------------------------------------------------------
+
+class _Cluster(cf.ThreadPoolExecutor):
+    """An executor of the caller's that follows the protocol: jobs run in threads here, and it
+    says they run on a cluster."""
+
+    parallel = 2
+
+    def __init__(self) -> None:
+        super().__init__(2)
+
+    def submit_with(self, fn, args=(), *, timeout="default", label=None):
+        return self.submit(fn, *args)
+
+    def cancel(self, future):
+        return future.cancel()
+
+    def describe(self):
+        return "Measuring on a test cluster of 2 threads."
+
+    def place(self, future):
+        return JobPlace(position=None if future.done() else 0, remote=True)
+
+
+def test_the_job_queue_asks_the_executor_not_its_class(tmp_path):
+    worker = explorer.WorkerExecutor()
+    try:
+        assert isinstance(worker, JobExecutor) and worker.describe() is None
+        assert worker.place(cf.Future()) == JobPlace()
+    finally:
+        worker.shutdown()
+    assert not isinstance(cf.ThreadPoolExecutor(1), JobExecutor)
+    assert progress_text(None) == "running"
+    assert progress_text(JobPlace(position=2, running="dict N=9")) == (
+        "waiting in the shared queue, position 2 (running now: dict N=9)")
+    cluster = _Cluster()
+    m = ExplorerModel(store=tmp_path / "c.sqlite", executor=cluster, **TINY,
+                      representations=["array", "struct"])
+    seen: list[str] = []
+    m.session.param.watch(lambda e: seen.append(e.new), "status")
+    try:
+        assert m.jobs.where == "Measuring on a test cluster of 2 threads."
+        assert m.run() and m.wait(WAIT_S)
+        frame = m.results.frame.query("source == 'measured'")
+        assert sorted(frame["representation"]) == ["array", "struct"]
+        assert set(frame["status"]) == {"ok"}, frame[["status", "error"]]
+        assert any("on the cluster" in s for s in seen), seen
+    finally:
+        m.close()
+        m.wait(WAIT_S)
+        cluster.shutdown()

@@ -106,6 +106,13 @@ class ProgramsSection(_LazySection):
         inspect = w.Button(label="Show programs of the selected row", color="primary",
                            width=280, disabled=pn.bind(lambda s: s is None, p.param.selected))
         inspect.on_click(_guard(m, m.inspect))
+        # A row never measured is compiled first: what that costs, and the user's go.
+        go = w.Button(label="Compile it and show its programs", color="warning", width=280,
+                      visible=pn.bind(bool, p.param.confirm))
+        go.on_click(_guard(m, p.confirm_inspect))
+        cost = _md(pn.bind(lambda c: c.get("message", ""), p.param.confirm),
+                   visible=pn.bind(bool, p.param.confirm), sizing_mode="stretch_width",
+                   styles={"color": "#8a5300"})
         jaxpr = _text_view(pn.bind(lambda prog: prog.get("jaxpr") or "", p.param.program))
         stablehlo = _text_view(pn.bind(lambda prog: prog.get("stablehlo") or "",
                                        p.param.program))
@@ -144,6 +151,7 @@ class ProgramsSection(_LazySection):
         # MAX_TEXT_CHARS, so a row's programs all go to the page at once.
         return pn.Column(
             pn.Row(inspect, program_title),
+            pn.Row(go, cost, sizing_mode="stretch_width"),
             pn.Tabs(("jaxpr", jaxpr), ("StableHLO", stablehlo), ("Optimised HLO", hlo),
                     ("Equation blame", blame), sizing_mode="stretch_width"),
             _md("### Are two representations the same program to XLA?",

@@ -50,10 +50,11 @@ _ROOT_FONT_JS = (f"document.documentElement.style.fontSize = cb_obj.active ? "
 
 
 # Said in the browser the moment Run or Sweep is pressed, before the click has reached a busy
-# server; the server's next status replaces it ("queued", the stage, or why it did not start).
-# The pane's text is its HTML, escaped.
-_QUEUED_JS = ("status.text = '&lt;p&gt;&lt;strong&gt;Status:&lt;/strong&gt; {kind}: "
-              "queued…&lt;/p&gt;\\n'")
+# server: only that it was pressed (the input may yet be refused). The server's next status
+# replaces it ("queued", the stage, or why it did not start, a new line at every press). The
+# pane's text is its HTML, escaped.
+_QUEUED_JS = ("status.text = '&lt;p&gt;&lt;strong&gt;Status:&lt;/strong&gt; {kind} pressed: "
+              "asking the server…&lt;/p&gt;\\n'")
 
 _INTRO = (
     "How much does the **shape of your JAX state** cost? Pick a problem, a state count *N* and "

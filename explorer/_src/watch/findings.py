@@ -1,0 +1,110 @@
+"""Findings for a watched program's top functions: :func:`explorer.diagnose` on the very call.
+
+Made after the watch closed, so they never count in the program's time. The function and its
+arguments are those JAX traced for the slowest compile of each function (held by the watch
+until now, then let go). ``diagnose`` runs with ``compile=False``: it traces and lowers again
+but does not compile, and the report puts the compile seconds the program itself spent beside
+its findings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+import jax
+
+from ..diagnose.diagnose import Diagnosis, diagnose
+from ..util.validate import describe_error
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionFindings:
+    """The findings of one top function.
+
+    Attributes:
+        name, where: the function, as in the summary.
+        compiles, compile_s, share: what the program spent on it (recorded, not measured again).
+        reason: the most frequent reason it compiled again (``None``: compiled once).
+        diagnosis: :func:`explorer.diagnose` of the recorded call (traced, not compiled), or
+            ``None`` when it could not be made; ``note`` then says why, in one sentence.
+    """
+
+    name: str
+    where: str
+    compiles: int
+    compile_s: float
+    share: float
+    reason: str | None
+    diagnosis: Diagnosis | None
+    note: str | None = None
+
+
+def _positional(call: Any) -> tuple[tuple, tuple[int, ...]] | str:
+    """The recorded call as positional arguments and static positions, or why it cannot be."""
+    args, kwargs = tuple(call.args), dict(call.kwargs)
+    static = set(call.static_argnums)
+    if kwargs:
+        try:
+            params = list(inspect.signature(call.fun).parameters.values())
+            bound = inspect.signature(call.fun).bind(*args, **kwargs)
+        except (TypeError, ValueError):
+            return "it was called with keyword arguments that could not be matched to positions"
+        if bound.kwargs:
+            return ("it was called with keyword-only arguments, which diagnose cannot pass; "
+                    "diagnose a wrapper that takes them by position")
+        args = tuple(bound.args)
+        names = [p.name for p in params]
+        static |= {names.index(n) for n in call.static_argnames if n in names}
+    n = len(args)
+    return args, tuple(sorted(i % n for i in static if -n <= i < n))
+
+
+def _donated(args: tuple) -> bool:
+    for leaf in jax.tree_util.tree_leaves(args):
+        is_deleted = getattr(leaf, "is_deleted", None)
+        if callable(is_deleted) and is_deleted():
+            return True
+    return False
+
+
+def make_findings(w: Any) -> list[FunctionFindings]:
+    """``diagnose`` each function over ``w.top`` of the compile time (at most a few)."""
+    from .session import MAX_FINDINGS
+
+    table = w.summary()
+    out: list[FunctionFindings] = []
+    for row in table.itertuples(index=False):
+        if len(out) >= MAX_FINDINGS or not row.share or row.share < w.top:
+            break
+        base = {"name": row.name, "where": row.where, "compiles": int(row.compiles),
+                "compile_s": float(row.compile_s), "share": float(row.share),
+                "reason": row.reason if isinstance(row.reason, str) else None}
+        held = w._calls.get((row.name, row.where))
+        if held is None:
+            out.append(FunctionFindings(**base, diagnosis=None, note=(
+                "not diagnosed: no jax.jit call of it was captured (an operation JAX or a "
+                "library defines, run outside jit, or a derivative compiled without a trace)")))
+            continue
+        call = held[1]
+        positional = _positional(call)
+        if isinstance(positional, str):
+            out.append(FunctionFindings(**base, diagnosis=None, note=f"not diagnosed: "
+                                        f"{positional}"))
+            continue
+        args, static = positional
+        if _donated(args):
+            out.append(FunctionFindings(**base, diagnosis=None, note=(
+                "not diagnosed: its arguments were donated to the call and are gone; "
+                "run explorer.diagnose on it with fresh arguments")))
+            continue
+        try:
+            d = diagnose(call.fun, *args, static_argnums=static, compile=False,
+                         try_pack=w.pack)
+        except Exception as err:  # noqa: BLE001 - one function's failure is one sentence
+            out.append(FunctionFindings(**base, diagnosis=None,
+                                        note=f"not diagnosed: {describe_error(err)}"))
+            continue
+        out.append(FunctionFindings(**base, diagnosis=d))
+    return out

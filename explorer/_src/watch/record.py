@@ -1,0 +1,268 @@
+"""One compilation as :func:`explorer.watch` saw it, and how its cause and its place are read.
+
+Two things are read here from what JAX says, not computed: *why* a function was compiled again
+(JAX's own tracing-cache-miss explanation, ``jax_explain_cache_misses``, jax-ml/jax#19129 "add
+jax.explain_cache_misses tracing cache miss explanations", condensed to one line), and *where*
+the user's code is: the first frame, going out from JAX, that is neither JAX's, nor the
+explorer's, nor an installed library's (equinox, optax, diffrax, flax, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import re
+import site
+import sys
+import sysconfig
+from types import FrameType
+
+FIELDS = ("name", "where", "trace_s", "lower_s", "compile_s", "n_leaves", "hlo_pre_bytes",
+          "eqns", "cache_hit", "reason")
+MAX_REASON = 240  # characters: a reason is one line of a table
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileRecord:
+    """One XLA compilation (or persistent-cache load) made while a :func:`explorer.watch` ran.
+
+    Attributes:
+        name: the compiled function's name (``step``; ``broadcast_in_dim`` for an eager op).
+        where: ``"file:line"`` of the user's definition of the function; for a function defined
+            inside JAX or a library (an eager ``jnp`` call, ``diffrax.diffeqsolve``), the line
+            of the user's code that called it.
+        trace_s: seconds tracing to a jaxpr; ``None`` when this compile reused a trace.
+        lower_s: seconds lowering the jaxpr to StableHLO.
+        compile_s: seconds in XLA's compile (or reading the persistent cache, see ``cache_hit``).
+        n_leaves: array arguments as JAX saw them (leaves of the non-static arguments).
+        hlo_pre_bytes: characters of the StableHLO text, as ``len(Lowered.as_text())``;
+            ``None`` where it could not be read.
+        eqns: jaxpr equations, sub-jaxprs (scan, cond, nested jit bodies) included; ``None``
+            when no jaxpr was seen.
+        cache_hit: the persistent compilation cache served the executable (no XLA compile).
+        reason: for a function compiled again, why, in one line (a shape, a dtype, a static
+            argument, a new function object each call); ``None`` for a first compile.
+        called_at: ``"file:line"`` of the user's line that led to the compile.
+        thread: the name of the thread that compiled.
+        started_s: seconds from the start of the watch to the end of this compile.
+    """
+
+    name: str
+    where: str
+    trace_s: float | None
+    lower_s: float | None
+    compile_s: float | None
+    n_leaves: int
+    hlo_pre_bytes: int | None
+    eqns: int | None
+    cache_hit: bool
+    reason: str | None
+    called_at: str | None = None
+    thread: str = "MainThread"
+    started_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        """Trace + lower + compile seconds (the parts that were measured)."""
+        return sum(s for s in (self.trace_s, self.lower_s, self.compile_s) if s is not None)
+
+
+# -- whose code is a file? -------------------------------------------------------------------
+def _package_dir(module: str) -> str | None:
+    mod = sys.modules.get(module)
+    path = getattr(mod, "__file__", None)
+    return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
+
+
+def _not_user_prefixes() -> tuple[str, ...]:
+    paths = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            paths.add(sysconfig.get_paths()[key])
+        except KeyError:
+            pass
+    try:
+        paths.update(site.getsitepackages())
+        paths.add(site.getusersitepackages())
+    except AttributeError:  # some embedded interpreters have no site functions
+        pass
+    for module in ("jax", "jaxlib", "explorer"):  # editable installs live outside site-packages
+        if (d := _package_dir(module)) is not None:
+            paths.add(d)
+    return tuple(sorted(os.path.abspath(p).rstrip(os.sep) + os.sep for p in paths if p))
+
+
+_PREFIXES: tuple[str, ...] | None = None
+
+
+def is_user_file(filename: str | None) -> bool:
+    """The file is the user's: not JAX's, the explorer's, the standard library's or an
+    installed package's. Code without a file (``<stdin>``, a notebook cell) is the user's."""
+    global _PREFIXES
+    if not filename:
+        return False
+    if filename.startswith("<"):
+        return not filename.startswith("<frozen")
+    if _PREFIXES is None:
+        _PREFIXES = _not_user_prefixes()
+    return not os.path.abspath(filename).startswith(_PREFIXES)
+
+
+def _at(filename: str, line: int | None) -> str:
+    return f"{filename}:{line}" if line else filename
+
+
+def user_frame(frame: FrameType | None) -> tuple[str | None, str | None]:
+    """Walk out from ``frame``: the first user frame's ``file:line``, and the user's definition
+    of the callable the library was entered through, when that is the user's (a
+    ``functools.wraps`` wrapper such as ``eqx.filter_jit``'s, through ``__wrapped__``)."""
+    inner = None
+    while frame is not None:
+        code = frame.f_code
+        if is_user_file(code.co_filename):
+            return _at(code.co_filename, frame.f_lineno), _unwrapped_definition(inner)
+        inner = frame
+        frame = frame.f_back
+    return None, None
+
+
+def _unwrapped_definition(frame: FrameType | None) -> str | None:
+    if frame is None:
+        return None
+    wrapper = frame.f_locals.get("self")
+    if wrapper is None or not hasattr(wrapper, "__wrapped__"):
+        return None
+    try:
+        fn = inspect.unwrap(wrapper)
+    except ValueError:  # a cycle of __wrapped__
+        return None
+    code = getattr(fn, "__code__", None)
+    if code is None or not is_user_file(code.co_filename):
+        return None
+    return _at(code.co_filename, code.co_firstlineno)
+
+
+# -- JAX's tracing-cache-miss explanation, in one line ---------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Explanation:
+    """What one ``TRACING CACHE MISS`` message says."""
+
+    name: str | None
+    definition: str | None  # "file:line" as JAX gives it
+    reason: str | None  # None: a function JAX had never seen (a first compile)
+
+
+_NAME_RE = re.compile(r"^\s*(?:for (\S+) defined|(\S+) id=\d+)", re.MULTILINE)
+_DEFINED_RE = re.compile(r"defined at (.+?):(\d+)\s*$", re.MULTILINE)
+_TYPE_RE = re.compile(r"\* at (.+?), now (\S+) and before (\S+?)(?:https?://\S+)?\s*$", re.MULTILINE)
+_STATIC_RE = re.compile(r"\* at input path (\S+), now .*?Static\(val=(.*?)\) and before .*?"
+                        r"Static\(val=(.*?)\), so")
+_TREE_RE = re.compile(r"\* at input path (\S+), now (.+?) and before (.+?), so (.*)$", re.MULTILINE)
+_CONTEXT_RE = re.compile(r"\* (\S+) differs: now (.*?) and before (.*)$", re.MULTILINE)
+_ARG_PATH_RE = re.compile(r"^\[0\]\[(\d+)\](.*)$|^\[1\]\['([^']+)'\](.*)$")
+
+
+def explain(message: str) -> Explanation:
+    """Read a ``TRACING CACHE MISS`` message (jax 0.10's wording; anything it cannot read
+    becomes the message's own words, cut to one line)."""
+    name = None
+    if m := _NAME_RE.search(message):
+        name = m.group(1) or m.group(2)
+    definition = None
+    if m := _DEFINED_RE.search(message):
+        definition = f"{m.group(1)}:{m.group(2)}"
+    if "never seen function" in message:
+        reason = None
+        if "re-defined repeatedly" in message:
+            reason = ("new function object each call: it is defined again every time, so JAX's "
+                      "cache of the earlier one never applies (define it once, outside the loop)")
+        return Explanation(name, definition, reason)
+    return Explanation(name, definition, _one_line(_why(message)))
+
+
+def _arg(path: str) -> str:
+    """``[0][1]`` (JAX's path into ``(args, kwargs)``) as ``args[1]``; ``[1]['n']`` as ``n``."""
+    m = _ARG_PATH_RE.match(path)
+    if not m:
+        return path
+    if m.group(1) is not None:
+        return f"args[{m.group(1)}]{m.group(2)}"
+    return f"{m.group(3)}{m.group(4)}"
+
+
+def _short_type(t: str) -> str:
+    t = re.sub(r"\(\{.*?\}\)$", "", t)  # a sharding suffix, "f32[3]({})"
+    return t
+
+
+def _type_change(name: str, now: str, before: str) -> tuple[str, str]:
+    now_s, before_s = _short_type(now), _short_type(before)
+    kind = "type"
+    dn, _, sn = now_s.partition("[")
+    db, _, sb = before_s.partition("[")
+    if "weak_type" in now_s and dn.split("{")[0] == db.split("{")[0]:
+        kind = "weak type"
+    elif dn == db and sn != sb:
+        kind = "shape"
+    elif dn != db and sn == sb:
+        kind = "dtype"
+    return kind, f"{name} is {now_s}, was {before_s}"
+
+
+def _listing(kind: str, items: list[str]) -> str:
+    more = f" (+{len(items) - 2} more)" if len(items) > 2 else ""
+    return f"{kind} changed: " + "; ".join(items[:2]) + more
+
+
+def _why(message: str) -> str:
+    if "different input types" in message:
+        changes = [_type_change(*m.groups()) for m in _TYPE_RE.finditer(message)]
+        if changes:
+            kinds = {k for k, _ in changes}
+            kind = kinds.pop() if len(kinds) == 1 else "type"
+            return _listing(kind, [c for _, c in changes])
+    if "different input pytree" in message:
+        statics = [f"{_arg(p)} is {now}, was {before}"
+                   for p, now, before in _STATIC_RE.findall(message)]
+        if statics:
+            return _listing("static argument", statics)
+        trees = [f"{_arg(p)} is {_plain(now)}, was {_plain(before)} ({so})"
+                 for p, now, before, so in _TREE_RE.findall(message)]
+        if trees:
+            return _listing("argument structure", trees)
+    if "Tracing context doesn't match" in message:
+        ctx = [f"{n} is {now}, was {before}" for n, now, before in _CONTEXT_RE.findall(message)]
+        return _listing("tracing context (a config option or context manager)", ctx) if ctx \
+            else "tracing context changed (a config option or context manager)"
+    if "Debug info doesn't match" in message:
+        return "argument names changed (JAX: debug info doesn't match)"
+    if "explanation unavailable" in message:
+        return "compiled again; JAX has no explanation for this cache miss"
+    body = [ln.strip() for ln in message.splitlines()[1:]
+            if ln.strip() and not ln.strip().startswith(("for ", "all previously"))]
+    return " ".join(body) or "compiled again"
+
+
+def _plain(thing: str) -> str:
+    return re.sub(r"<class '(?:[\w.]+\.)?(\w+)'>", r"\1", thing)
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
+
+
+def signature_change(before: tuple[str, ...] | None, now: tuple[str, ...] | None) -> str | None:
+    """Our own one line when JAX gives none (a function defined inside JAX, such as an eager
+    ``jnp`` call): the argument types that differ from the previous compile's."""
+    if before is None or now is None:
+        return None
+    if len(before) != len(now):
+        return f"argument count changed: {len(now)} leaves, was {len(before)}"
+    changes = [_type_change(f"arg {i}", n, b) for i, (n, b) in enumerate(zip(now, before))
+               if n != b]
+    if not changes:
+        return None
+    kinds = {k for k, _ in changes}
+    return _one_line(_listing(kinds.pop() if len(kinds) == 1 else "type", [c for _, c in changes]))

@@ -1,0 +1,223 @@
+"""The object ``with explorer.watch() as w:`` gives: the records, their ranking and report."""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .record import FIELDS, CompileRecord
+from .watcher import HUB, Raw, build_record, hlo_chars, recompile_reason
+
+DEFAULT_TOP = 0.10  # findings for the functions over this share of the total compile time
+MAX_FINDINGS = 5  # and at most this many of them
+
+
+class Watch:
+    """Every compilation made while the ``with`` block ran (see :func:`watch`).
+
+    Attributes:
+        wall_s: seconds the block took (``None`` while it runs).
+        notes: plain sentences about the run itself: a watch inside another, several threads
+            compiling, events that could not be read.
+    """
+
+    def __init__(self, *, findings: bool = True, top: float = DEFAULT_TOP,
+                 pack: bool = True) -> None:
+        if not isinstance(findings, bool) or not isinstance(pack, bool):
+            raise ValueError("findings and pack must be True or False")
+        if isinstance(top, bool) or not isinstance(top, (int, float)) or not 0 <= top <= 1:
+            raise ValueError(f"top must be a share of the compile time between 0 and 1, "
+                             f"got {top!r}")
+        self.findings_wanted = findings
+        self.top = float(top)
+        self.pack = pack
+        self.wall_s: float | None = None
+        self.notes: list[str] = []
+        self._lock = threading.Lock()
+        self._raws: list[Raw] = []
+        self._reasons: list[str | None] = []
+        self._last: dict[tuple[str, str], Raw] = {}
+        self._calls: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._hlo: dict[str, tuple[int | None, int | None]] = {}
+        self._errors: collections.Counter[str] = collections.Counter()
+        self._state = "new"
+        self._t0 = 0.0
+        self._findings: list[Any] | None = None
+
+    # -- the with block ---------------------------------------------------------------------
+    def __enter__(self) -> Watch:
+        if self._state != "new":
+            raise RuntimeError("this explorer.watch() was already used; start a new one")
+        self._state = "open"
+        self._t0 = time.perf_counter()
+        outer = HUB.open(self)
+        if outer:
+            self.notes.append(
+                "this watch ran inside another explorer.watch block: both list the "
+                "compilations made while this one was open")
+        inner = ("another explorer.watch block ran inside this one; its compilations are "
+                 "listed here too")
+        for w in outer:
+            if inner not in w.notes:
+                w.notes.append(inner)
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        self.wall_s = time.perf_counter() - self._t0
+        try:
+            self._read_dumps()  # before the last watch's dump folder is removed
+        finally:
+            HUB.close(self)
+            self._state = "closed"
+            self._say_threads_and_errors()
+        return False
+
+    # -- fed by the listeners (any thread) --------------------------------------------------
+    def add(self, raw: Raw) -> None:
+        key = (raw.name, raw.where)
+        with self._lock:
+            if self._state != "open":
+                return
+            self._reasons.append(recompile_reason(raw, self._last.get(key)))
+            self._raws.append(raw)
+            self._last[key] = raw
+            if raw.call is not None:
+                seconds = raw.compile_s or 0.0
+                if key not in self._calls or seconds > self._calls[key][0]:
+                    self._calls[key] = (seconds, raw.call)  # the slowest compile's call
+            raw.call = None  # held once, in _calls, until the findings are made
+
+    def note_error(self, err: BaseException) -> None:
+        with self._lock:
+            self._errors[f"{type(err).__name__}: {err}"] += 1
+
+    def _read_dumps(self) -> None:
+        for raw in list(self._raws):
+            if raw.dump_path and raw.dump_path not in self._hlo:
+                self._hlo[raw.dump_path] = hlo_chars(raw.dump_path)
+
+    def _say_threads_and_errors(self) -> None:
+        threads = sorted({r.thread for r in self._raws})
+        if len(threads) > 1:
+            self.notes.append(
+                f"{len(threads)} threads compiled ({', '.join(threads)}): each compile is "
+                "recorded in the thread that made it; their times overlap, so they can add "
+                "up to more than the wall time")
+        for message, n in self._errors.items():
+            self.notes.append(f"{n} compile event(s) could not be read ({message}); "
+                              "their records may lack a figure")
+
+    # -- what it recorded -------------------------------------------------------------------
+    @property
+    def compiles(self) -> tuple[CompileRecord, ...]:
+        """One :class:`CompileRecord` per compilation, in the order they finished."""
+        with self._lock:
+            raws, reasons = list(self._raws), list(self._reasons)
+        if self._state == "open":
+            self._read_dumps()
+        out = []
+        for raw, reason in zip(raws, reasons):
+            hlo, n_args = self._hlo.get(raw.dump_path, (None, None)) if raw.dump_path else \
+                (None, None)
+            out.append(build_record(raw, hlo, n_args, reason, self._t0))
+        return tuple(out)
+
+    def to_frame(self, details: bool = False) -> pd.DataFrame:
+        """One row per compilation, the columns of :class:`CompileRecord`'s fields (with
+        ``details=True`` also ``called_at``, ``thread`` and ``started_s``)."""
+        columns = list(FIELDS) + (["called_at", "thread", "started_s"] if details else [])
+        rows = [{c: getattr(r, c) for c in columns} for r in self.compiles]
+        frame = pd.DataFrame(rows, columns=columns)
+        return frame.astype({"reason": object, "name": object, "where": object})  # None stays None
+
+    @property
+    def compile_s(self) -> float:
+        """XLA compile seconds, all compilations together."""
+        return sum(r.compile_s or 0.0 for r in self.compiles)
+
+    @property
+    def total_s(self) -> float:
+        """Trace + lower + compile seconds, all compilations together."""
+        return sum(r.total_s for r in self.compiles)
+
+    @property
+    def share_of_wall(self) -> float | None:
+        """Trace + lower + compile as a share of the block's wall time (``None`` while open);
+        above 1 when threads compiled at once."""
+        return self.total_s / self.wall_s if self.wall_s else None
+
+    def summary(self) -> pd.DataFrame:
+        """One row per function (name and ``where``), most XLA compile seconds first.
+
+        Columns: ``name``, ``where``, ``compiles``, ``compile_s`` (total), ``share`` (of all
+        compile seconds), ``trace_s``, ``lower_s``, ``total_s``, ``eqns`` and ``hlo_pre_bytes``
+        (the largest), ``n_leaves``, ``cache_hits``, ``recompiles`` and ``reason`` (the most
+        frequent). ``attrs`` holds ``wall_s``, ``compile_s``, ``total_s`` and
+        ``share_of_wall`` (trace + lower + compile as a share of the wall time).
+        """
+        from .report import summary_frame
+
+        return summary_frame(self)
+
+    # -- findings and reports ---------------------------------------------------------------
+    @property
+    def findings(self) -> list[Any]:
+        """:func:`explorer.diagnose` of the top functions, made (once) after the block closed;
+        a :class:`~explorer._src.watch.findings.FunctionFindings` per function."""
+        if self._state != "closed":
+            raise RuntimeError("findings are made after the watch closes (outside the `with` "
+                               "block), so they do not count in the program's time")
+        if self._findings is None:
+            from .findings import make_findings
+
+            self._findings = make_findings(self) if self.findings_wanted else []
+            self._calls.clear()  # the user's arguments are not held any longer than this
+        return self._findings
+
+    def __str__(self) -> str:
+        from .report import text
+
+        return text(self)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        from .report import html_fragment
+
+        return html_fragment(self)
+
+    def to_html(self, path: str | os.PathLike) -> Path:
+        """Write one standalone page (everything inline: it opens offline): the ranking as a
+        chart and a table, every compilation, and the findings of the top functions. Refuses
+        to replace a file that is not such a page."""
+        from .report import write_html
+
+        return write_html(self, path)
+
+
+def watch(*, findings: bool = True, top: float = DEFAULT_TOP, pack: bool = True) -> Watch:
+    """Record every compilation a block of code makes, and rank the functions by compile time.
+
+    ``with explorer.watch() as w: run_my_program()``, then ``print(w)``, ``w.summary()``,
+    ``w.compiles``, ``w.to_html("compiles.html")``. The program computes exactly what it
+    would have; the watch only listens (``jax.monitoring`` events, JAX's cache-miss
+    explanations, the StableHLO JAX is asked to dump into a folder of ours) and puts every
+    setting back when the block ends, exception or not.
+
+    Args:
+      findings: after the block, run :func:`explorer.diagnose` (tracing only: what was
+        compiled is not compiled again) on the top functions with the arguments they were
+        compiled for. ``False`` keeps no reference to the program's arguments.
+      top: the share of the total compile time from which a function gets findings.
+      pack: let those findings try :func:`explorer.pack` (``diagnose(try_pack=...)``).
+
+    Returns:
+      A :class:`Watch` (use it as a context manager, once).
+    """
+    return Watch(findings=findings, top=top, pack=pack)

@@ -8,9 +8,12 @@ upgrade shows there first instead of as a quietly slower or broken page.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, NamedTuple
 
-__all__ = ["template_without_web_fonts"]
+__all__ = ["JitTrace", "jit_trace_in_progress", "lowering_in_progress",
+           "template_without_web_fonts"]
 
 
 def template_without_web_fonts(template: type) -> type:
@@ -32,3 +35,84 @@ def template_without_web_fonts(template: type) -> type:
     return type(template.__name__, (template,), {
         "_resources": {**resources, "css": {}}, "__module__": __name__,
         "__doc__": template.__doc__})
+
+
+# -- explorer.watch: what a compile-event listener cannot be told ----------------------------
+class JitTrace(NamedTuple):
+    """A ``jax.jit`` trace that has just finished: its jaxpr and the call that made it."""
+
+    jaxpr: Any  # ClosedJaxpr, before dead code is removed (what ``Traced.jaxpr`` shows)
+    fun: Callable  # the function as given to ``jax.jit``
+    args: tuple
+    kwargs: dict
+    static_argnums: tuple[int, ...]
+    static_argnames: tuple[str, ...]
+
+
+def _frame_named(frame: FrameType | None, name: str, filename_end: str,
+                 depth: int = 12) -> FrameType | None:
+    for _ in range(depth):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == name and code.co_filename.replace("\\", "/").endswith(filename_end):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def jit_trace_in_progress(frame: FrameType | None) -> JitTrace | None:
+    """Inside a listener of ``jax.monitoring``'s ``/jax/core/compile/jaxpr_trace_duration``
+    event (called from ``frame`` outwards): the jaxpr just traced and the call that made it.
+
+    The event carries only the function's name; :func:`explorer.watch` needs the jaxpr (its
+    equation count and argument leaves) and, for findings, the function and its arguments,
+    without tracing again. Private route: the locals of ``jax._src.pjit._trace_for_jit``
+    (``jaxpr``, ``fun``, ``args``, ``kwargs``, ``ji``), the frame that fires the event in jax
+    0.10. Public fallback: ``None`` (the watch then gives no equation count and no findings,
+    and counts argument leaves from the StableHLO signature). Waits on jax-ml/jax#4274 "How to
+    detect recompilation reason?" (which asks to "inspect the signature of each compiled
+    function"): a public compile hook that passes what was compiled. Tested by
+    ``tests/test_watch.py::test_compat_reads_the_trace_and_the_lowering``.
+    """
+    found = _frame_named(frame, "_trace_for_jit", "jax/_src/pjit.py")
+    if found is None:
+        return None
+    local = found.f_locals
+    jaxpr, ji = local.get("jaxpr"), local.get("ji")
+    if jaxpr is None or not hasattr(jaxpr, "jaxpr") or not hasattr(jaxpr, "in_avals"):
+        return None
+    try:
+        return JitTrace(jaxpr, local["fun"], tuple(local["args"]), dict(local["kwargs"]),
+                        tuple(ji.static_argnums), tuple(ji.static_argnames))
+    except (KeyError, AttributeError, TypeError):
+        return None
+
+
+def lowering_in_progress(frame: FrameType | None) -> tuple[Any, int, str | None] | None:
+    """Inside a listener of ``/jax/core/compile/jaxpr_to_mlir_module_duration``: the jaxpr
+    being lowered, its number of arguments (constants passed as arguments left out) and where
+    its function is defined (``"file:line"``, from the jaxpr's debug info, or ``None``).
+
+    For a compile that no ``jax.jit`` trace preceded (``jax.grad`` of a jitted function called
+    eagerly lowers its derivative's jaxpr directly). Private route: the locals of
+    ``jax._src.interpreters.pxla._cached_lowering_to_hlo`` (``closed_jaxpr``, ``in_avals``,
+    ``num_const_args``); the jaxpr there has had unused arguments and dead equations removed.
+    Public fallback: ``None``. Waits on the same public compile hook as
+    :func:`jit_trace_in_progress` (jax-ml/jax#4274). Tested by
+    ``tests/test_watch.py::test_compat_reads_the_trace_and_the_lowering``.
+    """
+    found = _frame_named(frame, "_cached_lowering_to_hlo", "jax/_src/interpreters/pxla.py")
+    if found is None:
+        return None
+    local = found.f_locals
+    jaxpr, in_avals = local.get("closed_jaxpr"), local.get("in_avals")
+    if jaxpr is None or not hasattr(jaxpr, "jaxpr") or in_avals is None:
+        return None
+    try:
+        n_args = len(in_avals) - int(local.get("num_const_args") or 0)
+    except TypeError:
+        return None
+    src = getattr(getattr(jaxpr.jaxpr, "debug_info", None), "func_src_info", None)
+    definition = src.rsplit(" at ", 1)[1] if isinstance(src, str) and " at " in src else None
+    return jaxpr, n_args, definition

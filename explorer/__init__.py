@@ -48,6 +48,7 @@ from ._src.store.store import Store as Store
 from ._src.store.store import StoreError as StoreError
 from ._src.store.store import StoreWarning as StoreWarning
 from ._src.store.store import default_path as default_path
+from ._src.watch import watch as watch
 
 # The public API. ``dashboard``, ``Dashboard``, ``ExplorerModel`` and ``plots`` are public too, but
 # loaded on first use (Panel, HoloViews): a star import must not pull them into the core.
@@ -92,6 +93,7 @@ __all__ = [
     "sweep",
     "SweepEvent",
     "UserProblem",
+    "watch",
     "WorkerCancelled",
     "WorkerCrashed",
     "WorkerExecutor",

@@ -212,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--html", default=None, metavar="PATH",
                     help="also write a standalone HTML report (opens offline)")
 
+    add("watch", "run a script and rank every compilation it made, with why",
+        "pytree-explorer watch [--html PATH] [--top K] [--store PATH] [--no-findings] "
+        "script.py [args...]: runs the script as python would (its argv, its exit status), "
+        "then prints its functions ranked by compile time, why each compiled again, and "
+        "explorer.diagnose's findings for the top ones (see pytree-explorer watch --help).")
     sv = add("serve", "serve the dashboard page on this machine",
              "Open http://localhost:PORT/explorer_app. Each --problem MODULE:ATTR (a problem "
              "made by explorer.define_problem) is imported now and listed in the problem menu "
@@ -409,6 +414,11 @@ def _interrupts_never_dropped() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["watch"]:  # the script's own arguments are not ours to parse
+        from .watch.cli import main as watch_main  # noqa: PLC0415
+
+        return watch_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     on_main = threading.current_thread() is threading.main_thread()

@@ -24,5 +24,49 @@ def test_blame_points_at_the_line_that_multiplies():
     assert top["function"].endswith("<dictcomp>") or "step" in top["function"]
     assert top["eqns"] == 20  # mul + add per state
     assert small.iloc[0]["eqns"] == 4
-    assert list(big.columns) == ["file", "line", "function", "code", "eqns", "primitives"]
+    assert list(big.columns) == ["file", "line", "function", "code", "eqns", "primitives", "via"]
     assert big["eqns"].sum() == explorer.measure(loss, {f"s{i}": jnp.ones(()) for i in range(10)}).jaxpr_eqns
+
+
+def test_a_line_and_the_lambda_on_it_are_one_row():
+    def loss(state):
+        return sum(jnp.sum(v) for v in state.values())  # a genexpr inside loss, one line
+
+    table = explorer.blame(loss, {f"s{i}": jnp.ones(()) for i in range(5)})
+    rows = table[table["code"].str.contains("for v in state.values")]
+    assert len(rows) == 1, table
+    assert "reduce_sum×5" in rows.iloc[0]["primitives"] and "add" in rows.iloc[0]["primitives"]
+    assert "loss" in rows.iloc[0]["function"] and "genexpr" in rows.iloc[0]["function"]
+
+
+def test_equations_inside_a_library_jit_are_charged_to_the_line_calling_it(tmp_path):
+    """A library's own jit keeps no frame of the caller in its equations' tracebacks: they are
+    charged to the user's line that called it, the library line named in ``via``."""
+    lib = tmp_path / "site-packages" / "fakelib"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(
+        "import jax\n"
+        "import jax.numpy as jnp\n"
+        "@jax.jit\n"
+        "def solve(y):\n"
+        "    return {k: jnp.sin(v) * 2.0 for k, v in y.items()}  # the library's line\n")
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location("fakelib", lib / "__init__.py")
+    fakelib = importlib.util.module_from_spec(spec)
+    sys.modules["fakelib"] = fakelib
+    try:
+        spec.loader.exec_module(fakelib)
+
+        def loss(y):
+            out = fakelib.solve(y)  # the user's call
+            return sum(out.values())
+
+        table = explorer.blame(loss, {f"s{i}": jnp.ones(()) for i in range(6)})
+    finally:
+        del sys.modules["fakelib"]
+    top = table.iloc[0]
+    assert "fakelib.solve(y)" in top["code"] and top["file"] == __file__
+    assert top["eqns"] >= 12  # sin and mul per leaf, inside the library's jit
+    assert "fakelib/__init__.py:5" in top["via"]
+    assert not table["file"].str.contains("site-packages").any()

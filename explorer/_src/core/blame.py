@@ -1,23 +1,38 @@
-"""Equation blame: which line of your code multiplies into N jaxpr equations."""
+"""Equation blame: which line of *your* code multiplies into N jaxpr equations.
+
+An equation is charged to the user's own line: the innermost frame of its traceback that is
+outside JAX, the Python standard library, this package and installed libraries
+(site-packages: diffrax, equinox, optax, flax...). JAX keeps a traceback only up to the
+innermost ``jit`` being traced, so an equation inside a library's own ``jit`` (diffrax's
+``diffeqsolve`` is an ``eqx.filter_jit``) shows no user frame of its own; it inherits the line
+of the equation that holds its body, which is the user's call into the library. The library
+frame that made it (its *origin*, what JAX's own ``summarize`` names) is kept beside it, so a
+report can say "your line, through equinox/_ad.py:1107". Where no frame is the user's (the
+explorer's built-in problems, a library function diagnosed on its own), the origin is the
+charge, as before.
+"""
 
 from __future__ import annotations
 
 import collections
+import dataclasses
+import functools
 import linecache
-import re
+import os
+import sys
+import sysconfig
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.extend.core as jex_core
-import jax.extend.source_info_util as jex_source_info
 import pandas as pd
 
-_SUMMARY = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?::\d+)? \((?P<function>.*)\)$")
-
-BLAME_COLUMNS = ("file", "line", "function", "code", "eqns", "primitives")
+BLAME_COLUMNS = ("file", "line", "function", "code", "eqns", "primitives", "via")
+VIA_SHOWN = 3  # library lines named per user line in the ``via`` column
 
 LineKey = tuple[str, int, str]  # (file, line, function)
+UNKNOWN: LineKey = ("<unknown>", 0, "")
 
 
 def scopes(jaxpr: Any) -> Iterator[Any]:
@@ -28,23 +43,127 @@ def scopes(jaxpr: Any) -> Iterator[Any]:
         yield from scopes(sub)
 
 
-def _walk(jaxpr: Any):
-    for scope in scopes(jaxpr):
-        yield from scope.eqns
+# -- whose frame is it ------------------------------------------------------------------------
+def _package_dir(module: Any) -> str:
+    return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+
+
+def _not_user_prefixes() -> tuple[str, ...]:
+    import jaxlib  # noqa: PLC0415 - only its location
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    explorer_root = os.path.dirname(os.path.dirname(here)) + os.sep  # explorer/
+    paths = {_package_dir(jax), _package_dir(jaxlib), explorer_root}
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(name)
+        if path:
+            paths.add(os.path.abspath(path) + os.sep)
+    for path in sys.path:  # a virtual environment's or the user's site folder
+        if path.rstrip(os.sep).endswith(("site-packages", "dist-packages")):
+            paths.add(os.path.abspath(path) + os.sep)
+    return tuple(sorted(paths))
+
+
+_NOT_USER = _not_user_prefixes()
+_JAX = (_package_dir(jax),)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_user_file(file: str) -> bool:
+    """Whether ``file`` is the user's code: not JAX, the standard library, this package or an
+    installed library (anything under site-packages or dist-packages)."""
+    if file.startswith("<"):  # <stdin>, <string>, a notebook cell's <ipython-input-...>
+        return not file.startswith("<frozen")
+    path = os.path.abspath(file)
+    return not (path.startswith(_NOT_USER) or f"{os.sep}site-packages{os.sep}" in path
+                or f"{os.sep}dist-packages{os.sep}" in path)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_jax_file(file: str) -> bool:
+    return os.path.abspath(file).startswith(_JAX) or file.startswith("<frozen")
+
+
+def short_file(file: str) -> str:
+    """A library file as its import path shows it (``equinox/_ad.py``); others unchanged."""
+    for marker in (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}"):
+        if marker in file:
+            return file.rsplit(marker, 1)[1]
+    return file
+
+
+def _frames(eqn: Any) -> list:
+    traceback = getattr(eqn.source_info, "traceback", None)
+    return list(traceback.frames) if traceback is not None else []
+
+
+@dataclasses.dataclass(frozen=True)
+class Charge:
+    """Where one equation is charged (``user``) and the frame that made it (``origin``, the
+    innermost frame outside JAX; the same as ``user`` for the user's own code)."""
+
+    user: LineKey
+    origin: LineKey
+
+    @property
+    def through_library(self) -> bool:
+        return self.origin != self.user
+
+
+def charge_of(eqn: Any, inherited: LineKey | None = None) -> Charge:
+    """The user line and the origin of ``eqn``; ``inherited`` is the charge of the equation
+    whose body holds it (``None`` at the top)."""
+    user = origin = None
+    for frame in _frames(eqn):  # innermost first
+        file = frame.file_name
+        if origin is None and not _is_jax_file(file):
+            origin = (file, frame.line_num, frame.function_name)
+        if is_user_file(file):
+            user = (file, frame.line_num, frame.function_name)
+            break
+    origin = origin or user or inherited or UNKNOWN
+    return Charge(user=user or inherited or origin, origin=origin)
+
+
+def charged_scopes(jaxpr: Any, inherited: LineKey | None = None) -> Iterator[tuple[Any, list]]:
+    """Each scope of ``jaxpr`` (outermost first, as :func:`scopes`) with the :class:`Charge` of
+    each of its equations, a nested body inheriting the user line of the equation holding it."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    charges = [charge_of(eqn, inherited) for eqn in jaxpr.eqns]
+    yield jaxpr, charges
+    for eqn, charge in zip(jaxpr.eqns, charges):
+        for sub in jex_core.jaxprs_in_params(eqn.params):
+            yield from charged_scopes(sub, charge.user)
 
 
 def line_of(eqn: Any) -> LineKey:
-    """The user source line an equation comes from: ``(file, line, function)``."""
-    summary = jex_source_info.summarize(eqn.source_info)
-    match = _SUMMARY.match(summary)
-    return ((match["file"], int(match["line"]), match["function"]) if match
-            else (summary or "<unknown>", 0, ""))
+    """The source line an equation comes from (its origin), ``(file, line, function)``."""
+    return charge_of(eqn).origin
 
 
-def blame_frame(counts: Mapping[LineKey, collections.Counter]) -> pd.DataFrame:
-    """The blame table from primitive counts per source line, most equations first."""
+# -- the table --------------------------------------------------------------------------------
+def blame_frame(counts: Mapping[LineKey, collections.Counter],
+                via: Mapping[LineKey, collections.Counter] | None = None) -> pd.DataFrame:
+    """The blame table from primitive counts per user line, most equations first.
+
+    ``via``: per user line, how many of its equations each library line (the origin) made;
+    the ``via`` column names the ``VIA_SHOWN`` biggest (``equinox/_ad.py:1107 ×4502; ...``).
+    """
     rows = []
-    for (file, line, function), prims in counts.items():
+    via = via or {}
+    merged: dict[tuple[str, int], tuple[list, collections.Counter, collections.Counter]] = {}
+    for key, prims in counts.items():  # one row per file:line (a lambda and its caller share)
+        functions, total, origins = merged.setdefault(
+            key[:2], ([], collections.Counter(), collections.Counter()))
+        if key[2] not in functions:
+            functions.append(key[2])
+        total.update(prims)
+        origins.update(via.get(key, {}))
+    for (file, line), (functions, prims, origins) in merged.items():
+        function = ", ".join(functions)
+        shown = [f"{short_file(o[0])}:{o[1]} ×{n}" for o, n in origins.most_common(VIA_SHOWN)]
+        if len(origins) > VIA_SHOWN:
+            shown.append(f"{len(origins) - VIA_SHOWN} more")
         rows.append({
             "file": file,
             "line": line,
@@ -52,21 +171,38 @@ def blame_frame(counts: Mapping[LineKey, collections.Counter]) -> pd.DataFrame:
             "code": linecache.getline(file, line).strip() if line else "",
             "eqns": sum(prims.values()),
             "primitives": ", ".join(f"{p}×{c}" for p, c in prims.most_common(4)),
+            "via": "; ".join(shown),
         })
     frame = pd.DataFrame(rows, columns=list(BLAME_COLUMNS))
-    return frame.sort_values(["eqns", "file", "line"], ascending=[False, True, True], ignore_index=True)
+    return frame.sort_values(["eqns", "file", "line"], ascending=[False, True, True],
+                             ignore_index=True)
+
+
+def count_by_line(jaxpr: Any) -> tuple[dict, dict]:
+    """Primitive counts per user line and, per user line, equations per library origin."""
+    counts: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
+    via: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
+    for scope, charges in charged_scopes(jaxpr):
+        for eqn, charge in zip(scope.eqns, charges):
+            counts[charge.user][eqn.primitive.name] += 1
+            if charge.through_library:
+                via[charge.user][charge.origin] += 1
+    return dict(counts), dict(via)
 
 
 def blame(fn: Callable, *args: Any, static_argnums: int | Sequence[int] = ()) -> pd.DataFrame:
-    """Count the jaxpr equations of ``fn(*args)`` per user source line, sub-jaxprs included.
+    """Count the jaxpr equations of ``fn(*args)`` per line of your code, sub-jaxprs included.
 
     Returns a DataFrame sorted by ``eqns`` (most first) with columns ``file``, ``line``,
-    ``function``, ``code`` (the source line), ``eqns`` and ``primitives`` (the most common
-    primitives on that line). A line whose count grows with your state count is the one to
-    rewrite: a Python loop over state names inside a ``scan`` step shows up here at once.
+    ``function``, ``code`` (the source line), ``eqns``, ``primitives`` (the most common
+    primitives on that line) and ``via`` (the library lines that made them, when your line
+    calls into a library: ``diffrax/_integrate.py:1158 ×2000; ...``). A line whose count grows
+    with your state count is the one to rewrite: a Python loop over state names inside a
+    ``scan`` step shows up here at once. Leaves ``jax.jit`` cannot take (an ``eqx.nn.MLP``'s
+    activation function) are held static, as ``eqx.filter_jit`` holds them.
     """
-    traced = jax.jit(fn, static_argnums=static_argnums).trace(*args)
-    counts: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
-    for eqn in _walk(traced.jaxpr):
-        counts[line_of(eqn)][eqn.primitive.name] += 1
-    return blame_frame(counts)
+    from .leaves import hold_static  # noqa: PLC0415 - measure imports this module's helpers
+
+    fn, args, static = hold_static(fn, args, static_argnums)
+    traced = jax.jit(fn, static_argnums=static).trace(*args)
+    return blame_frame(*count_by_line(traced.jaxpr))

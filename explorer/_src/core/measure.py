@@ -21,6 +21,8 @@ import jax
 import jax.extend.core as jex_core
 from jax.experimental.compilation_cache import compilation_cache as _persistent_cache
 
+from .leaves import hold_static
+
 from ..util.validate import MAX_REPEATS, MAX_RUNS, check_int
 
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
@@ -263,7 +265,9 @@ def measure_traced(fn: Callable, *args: Any, static_argnums: int | Sequence[int]
     caller that reads the program (``diagnose``) does not trace it a second time."""
     check_int("repeats", repeats, 1, MAX_REPEATS)  # the caps a sweep's specs have
     check_int("runs", runs, 1, MAX_RUNS)
-    static = static_positions(static_argnums, len(args))
+    # What the user's call compiles: an eqx.filter_jit step's non-array leaves held static, an
+    # nnx.jit step's in-place updates returned (see leaves.py); plain programs as they are.
+    fn, args, static = hold_static(fn, args, static_argnums)
     device = _device(backend)
     with jax.default_device(device):
         return _measure_on(device, fn, args, static, repeats, runs, name, on_stage, memory)

@@ -90,6 +90,54 @@ def test_stored_rows_replace_the_example_on_load(tmp_path, executor):
         m.close()
 
 
+def _stored_loss_rows(store: Store, sizes=(10, 30, 100)) -> None:
+    for n in sizes:
+        store.add({"problem": "decay", "representation": "dict", "n_states": n, "horizon": 200,
+                   "target": "loss", "unroll": 1, "status": "ok", "compile_s": 0.01 * n,
+                   "trace_s": 0.01, "lower_s": 0.01, "backend": "cpu", "hlo_pre_bytes": 100 * n,
+                   "run_s": 1e-4, "finished_at": float(n)})
+
+
+def test_example_lines_stay_lighter_and_labelled_once_anything_is_measured(tmp_path, executor):
+    """Loss rows measured, target switched to grad (only the example has grad rows): its lines
+    are still the lighter ones labelled "example", as beside the measured lines."""
+    store = Store(tmp_path / "results.sqlite")
+    _stored_loss_rows(store)
+    m = ExplorerModel(store=store, executor=executor, representations=["dict"])
+    try:
+        m.results.show_example = True
+        for target in ("loss", "grad"):
+            m.view.show_target = target
+            plot = m.view.compile_plot()
+            labels = _labels(plot)
+            assert any(label.startswith("dict example") for label in labels), (target, labels)
+            (points,) = [el.dframe() for el in plot if isinstance(el, hv.Scatter)]
+            example = points[points["line"].str.startswith("dict example")]
+            assert len(example) and (example["alpha"] < 1).all(), target
+    finally:
+        m.close()
+
+
+def test_the_example_can_be_asked_for_whatever_the_store_holds(tmp_path, executor):
+    """``show_example=True`` (the page's ``?example=true``) opens on the example's case, ticked,
+    even on a store with rows of another case: the teaching demo's first step shows it."""
+    store = Store(tmp_path / "results.sqlite")
+    store.add({"problem": "lotka_volterra", "representation": "array", "n_states": 3,
+               "horizon": 7, "target": "grad", "unroll": 1, "status": "ok", "compile_s": 0.1,
+               "trace_s": 0.01, "lower_s": 0.01, "backend": "cpu"})
+    m = ExplorerModel(store=store, executor=executor, show_example=True)
+    try:
+        example = m.results.frame.query("source == 'example'").iloc[0]
+        assert m.results.show_example
+        assert (m.controls.problem, m.controls.horizon, m.view.show_target) == (
+            example["problem"], example["horizon"], example["target"])
+        labels = _labels(m.view.compile_plot())
+        assert any(label.startswith("dict example") for label in labels), labels
+        assert any(label.startswith("array example") for label in labels), labels
+    finally:
+        m.close()
+
+
 def test_run_measures_stores_and_plots(model):
     model.controls.representations = ["dict", "array"]
     assert model.run()

@@ -175,25 +175,29 @@ def select(df: pd.DataFrame, *, problem: str | None = None, horizon: int | None 
     if df is None or df.empty:
         return pd.DataFrame(columns=list(df.columns) if df is not None else [])
     out = df[df["status"] == "ok"] if "status" in df else df
+    # Rows the user measured anywhere in the frame: the shipped example's rows are then
+    # "example" lines (lighter, labelled so) even where a filter leaves only them.
+    mixed = "source" in out and out["source"].astype(str).nunique() > 1
     for column, value in (("problem", problem), ("horizon", horizon), ("unroll", unroll),
                           ("target", target)):
         if value is not None and column in out:
             out = out[out[column] == value]
     if representations is not None:
         out = out[out["representation"].isin(list(representations))]
-    if out.empty:
-        return out.copy()
-    order = "finished_at" if "finished_at" in out else None
-    if order is not None:
-        out = out.sort_values(order, kind="stable", na_position="first")
-    if not latest:
-        return out.copy()
-    keys = [k for k in _CASE_KEYS if k in out]
-    return out.drop_duplicates(keys, keep="last").copy()
+    if not out.empty and "finished_at" in out:
+        out = out.sort_values("finished_at", kind="stable", na_position="first")
+    if latest and not out.empty:
+        out = out.drop_duplicates([k for k in _CASE_KEYS if k in out], keep="last")
+    out = out.copy()
+    out.attrs["mixed_sources"] = bool(mixed)
+    return out
 
 
 def _varying(df: pd.DataFrame) -> list[str]:
-    return [k for k in _SERIES_KEYS if k in df and df[k].astype(str).nunique() > 1]
+    """The columns that tell lines apart: those with several values, and ``source`` when the
+    frame ``df`` was selected from held measured rows beside the example (:func:`select`)."""
+    return [k for k in _SERIES_KEYS if k in df and (
+        df[k].astype(str).nunique() > 1 or (k == "source" and df.attrs.get("mixed_sources")))]
 
 
 def _series(df: pd.DataFrame):

@@ -96,8 +96,13 @@ class ExplorerModel(param.Parameterized):
 
     def _follow_latest(self, explicit: set[str]) -> None:
         """Open on the slice of the most recent stored measurement, so the first view has
-        something in its plots (controls given explicitly are left alone)."""
+        something in its plots (controls given explicitly are left alone); with the example
+        asked for (``show_example=True``), on the example's slice, whatever the store holds."""
         latest = self.results.latest_ok()
+        if "show_example" in explicit and self.results.show_example:
+            latest = self.results.example_case()
+            if latest is not None:
+                latest = {**latest, "n_states": None}  # the sweep's every N is there
         if latest is None:
             return
         values = {"problem": latest["problem"], "horizon": latest["horizon"],

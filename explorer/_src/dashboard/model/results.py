@@ -41,6 +41,8 @@ class Results(param.Parameterized):
     session = param.ClassSelector(class_=Session, precedence=-1)
 
     def __init__(self, *, store: Store, **params: Any):
+        # Asked for (a page's ``?example=true``): shown whatever the store holds.
+        self._example_asked = params.get("show_example")
         super().__init__(**params)
         self.store = store
         self._measured = to_frame([]).assign(source=pd.Series(dtype=object))
@@ -72,13 +74,22 @@ class Results(param.Parameterized):
             self._example = self._measured.iloc[:0]
             self.example_label = f"(The example sweep could not be read: {err})"
         with param.parameterized.discard_events(self):
-            self.show_example = stored.empty and not self._example.empty
+            self.show_example = (bool(self._example_asked) if self._example_asked is not None
+                                 else stored.empty) and not self._example.empty
         self._publish()
 
     def latest_ok(self) -> dict[str, Any] | None:
         """The most recent stored measurement that succeeded, if any."""
         frame = self._measured[self._measured["status"] == "ok"]
         return None if frame.empty else frame.sort_values("id").iloc[-1].to_dict()
+
+    def example_case(self) -> dict[str, Any] | None:
+        """A row of the shipped example (its loss, when it has one): the case it was swept at."""
+        frame = self._example
+        if frame.empty:
+            return None
+        loss = frame[frame["target"] == "loss"]
+        return (loss if not loss.empty else frame).iloc[0].to_dict()
 
     @param.depends("show_example", watch=True)
     def _publish(self) -> None:

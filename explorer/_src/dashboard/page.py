@@ -33,6 +33,7 @@ __all__ = ["Dashboard", "ExplorerModel", "dashboard", "program_html"]
 TITLE = "PyTree Compile Explorer"
 REFRESH_MS = 5000
 PRESENTER_QUERY = "presenter"
+EXAMPLE_QUERY = "example"
 # Presenter mode: larger text for a projector. These custom properties inherit into every
 # widget's shadow root: Bokeh widgets and tabs read ``--bokeh-font-size``; the results table,
 # the form controls and the program texts our ``--explorer-*`` ones (``_dashboard_sections``);
@@ -110,6 +111,12 @@ class Dashboard(pn.viewable.Viewer):
         model_params = {k: params.pop(k) for k in list(params) if k in owners}
         store = params.pop("store", None)
         executor = params.pop("executor", None)
+        if model is None and "show_example" not in model_params and _served():
+            # ``?example=true`` (the teaching demo's bookmark): the shipped example, on its own
+            # case, whatever the store holds.
+            wanted = query_flag((pn.state.session_args.get(EXAMPLE_QUERY) or [None])[-1])
+            if wanted is not None:
+                model_params["show_example"] = wanted
         if model is None:
             model = ExplorerModel(store=store, executor=executor, **model_params)
         super().__init__(model=model, **params)

@@ -25,7 +25,7 @@ from jax.extend import core as jex_core
 from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Sum
 from .plan import ScopePlan
 
-__all__ = ["Emitter", "vectorises"]
+__all__ = ["Emitter", "vectorises", "vectorises_eqn"]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -59,6 +59,14 @@ def vectorises(eqn, in_axes, values) -> str | None:
     return _probe(eqn.primitive, params, avals, in_axes)
 
 
+def vectorises_eqn(eqn) -> str | None:
+    """:func:`vectorises` for ``eqn`` with every operand batched (a pack of lanes that all
+    read vectors): ``None`` if ``jax.vmap`` takes it, else the reason."""
+    avals = [v.aval for v in eqn.invars]
+    values = [jax.ShapeDtypeStruct((2, *a.shape), a.dtype) for a in avals]
+    return vectorises(eqn, (0,) * len(values), values)
+
+
 def _bind(primitive, params, args):
     out = primitive.bind(*args, **params)
     return tuple(out) if primitive.multiple_results else out
@@ -77,6 +85,10 @@ def _eval_eqn(eqn, values):
     jaxpr = jex_core.Jaxpr([], unique_vars, list(eqn.outvars), [eqn.replace(invars=invars)],
                            eqn.effects)
     return tuple(jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(jaxpr, []))(*unique_vals))
+
+
+def _zero(node: Node) -> bool:
+    return isinstance(node, Const) and node.value.size == 1 and not node.value.any()
 
 
 def _stride(idx: np.ndarray) -> int:
@@ -99,12 +111,15 @@ def take(v, lanes) -> jax.Array:
 
 
 class Emitter:
-    """Emits plans; collects what stayed lane by lane (``scalar``: primitive -> [lanes, why])."""
+    """Emits plans; collects what stayed lane by lane: ``scalar`` (primitive -> [lanes, why])
+    for packs ``jax.vmap`` refused, ``singles`` (primitive -> count) for values computed on
+    their own."""
 
     def __init__(self):
         self.scalar: dict[str, list] = {}
+        self.singles: dict[str, int] = {}     # primitive -> packs of one lane
 
-    def run(self, plan: ScopePlan, inputs) -> "State":
+    def run(self, plan: ScopePlan, inputs) -> State:
         state = State(self, plan, inputs)
         state.emit_all()
         return state
@@ -218,6 +233,9 @@ class State:
 
     def _op(self, eqn, members, operand_lists, multi: bool = False) -> tuple:
         n = len(members)
+        if n == 1:
+            name = eqn.primitive.name
+            self.em.singles[name] = self.em.singles.get(name, 0) + 1
         ops = [self.lanes(tuple(ol[k] for ol in operand_lists))
                for k in range(len(operand_lists[0]))]
         values = [v for v, _ in ops]
@@ -225,6 +243,9 @@ class State:
         if multi:
             def call(*a):
                 return _eval_eqn(eqn, a)
+        elif eqn.primitive.multiple_results:       # one output, returned in a list
+            def call(*a):
+                return _bind(eqn.primitive, eqn.params, a)[0]
         else:
             def call(*a):
                 return _bind(eqn.primitive, eqn.params, a)
@@ -244,7 +265,7 @@ class State:
 
     def _sum(self, members: list[Sum]) -> tuple:
         n, first = len(members), members[0]
-        per_lane = [m.terms() for m in members]
+        per_lane = [[t for t in m.terms() if not _zero(t)] or m.terms() for m in members]
         sigs = list(dict.fromkeys(t.sig for t in per_lane[0]))
         total, total_batched = None, False
         for sig in sigs:
@@ -276,7 +297,7 @@ class State:
             out.append(self.full(nodes, nodes[0].shape, nodes[0].dtype))
         return out
 
-    def _class_outputs(self, state: "State", region: Region, outputs, roles=None):
+    def _class_outputs(self, state: State, region: Region, outputs, roles=None):
         out = []
         for role, positions in region.out_classes:
             if roles is None or role in roles:

@@ -50,7 +50,7 @@ class Unpackable(Exception):
 class Node:
     """One value of the program: ``sig`` is its interned structural signature."""
 
-    __slots__ = ("uid", "sig", "shape", "dtype")
+    __slots__ = ("dtype", "shape", "sig", "uid")
 
     def __init__(self, sig, shape, dtype):
         self.uid = next(_uids)
@@ -84,7 +84,7 @@ class Reshape(Node):
 class Sum(Node):
     """A sum of terms of this node's shape, held as a chain: ``prev``'s terms, then ``term``."""
 
-    __slots__ = ("prev", "term", "counts", "n_terms")
+    __slots__ = ("counts", "n_terms", "prev", "term")
 
     def terms(self) -> list[Node]:
         out, node = [], self
@@ -104,7 +104,7 @@ class Out(Node):
     """Output ``index`` of a :class:`Multi`, or lane ``lane`` of output class ``cls`` of a
     :class:`Region`."""
 
-    __slots__ = ("parent", "index", "cls", "lane")
+    __slots__ = ("cls", "index", "lane", "parent")
 
 
 class Region(Node):
@@ -115,7 +115,7 @@ class Region(Node):
     output class, ``(role, positions)`` into the equation's outputs.
     """
 
-    __slots__ = ("kind", "eqn", "operands", "scopes", "in_classes", "out_classes")
+    __slots__ = ("eqn", "in_classes", "kind", "operands", "out_classes", "scopes")
 
 
 class Scope:
@@ -217,7 +217,8 @@ class Graph:
         size = int(math.prod(shape))
         bx, by = _base(x), _base(y)
         if (int(math.prod(x.shape)) == size == int(math.prod(y.shape))
-                and (isinstance(bx, Sum) or isinstance(by, Sum) or bx.sig == by.sig)):
+                and (isinstance(bx, Sum) or isinstance(by, Sum) or bx.sig == by.sig
+                     or _zero(bx) or _zero(by))):   # Python's sum() starts at 0
             if isinstance(by, Sum) and by.shape == shape and not (
                     isinstance(bx, Sum) and bx.shape == shape and bx.n_terms >= by.n_terms):
                 bx, by, x, y = by, bx, y, x       # extend the longer sum (terms commute)
@@ -388,6 +389,10 @@ class Graph:
         out_avals = [v.aval for v in branches[0].jaxpr.outvars]
         return self._region("cond", eqn, operands, scopes, classes, ["out"] * len(out_avals),
                             out_avals)
+
+
+def _zero(node: Node) -> bool:
+    return isinstance(node, Const) and node.value.size == 1 and not node.value.any()
 
 
 def _base(node: Node) -> Node:

@@ -22,7 +22,7 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from .emit import Emitter
-from .graph import Graph, Region, Scope, Unpackable
+from .graph import Graph, Scope, Unpackable
 from .plan import plan_scope
 
 __all__ = ["JitReport", "Jitted", "RegionReport", "jit"]
@@ -136,18 +136,21 @@ class Jitted:
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=()):
         if not callable(fun):
             raise TypeError(f"explorer.jit: fun must be callable, got {type(fun).__name__}")
+        self.__name__ = getattr(fun, "__name__", type(fun).__name__)
         nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         names = ((static_argnames,) if isinstance(static_argnames, str)
                  else tuple(static_argnames))
+        self._jax = jax.jit(fun, static_argnums=nums, static_argnames=names)
+        # The same resolution as jax.jit's: a name of a positional parameter is static by
+        # position too, and a position by its name.
         try:
-            params = list(inspect.signature(fun).parameters)
+            params = [p.name for p in inspect.signature(fun).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         except (TypeError, ValueError):
             params = []
         nums = set(nums) | {params.index(n) for n in names if n in params}
         names = set(names) | {params[i] for i in nums if 0 <= i < len(params)}
         self._fun, self._nums, self._names = fun, frozenset(nums), frozenset(names)
-        self._jax = jax.jit(fun, static_argnums=tuple(sorted(nums)),
-                            static_argnames=tuple(sorted(names)))
         self._cache: dict[Any, _Entry] = {}
         self._last: _Entry | None = None
         self.__name__ = getattr(fun, "__name__", type(fun).__name__)
@@ -259,8 +262,7 @@ class Jitted:
             eqns_before=before, eqns_after=count_eqns(packed.jaxpr), inputs=inputs,
             packs=0 if notes is None else notes["packs"],
             regions=() if notes is None else tuple(notes["regions"]),
-            leaf_by_leaf=() if notes is None else tuple(
-                (name, n, why) for name, (n, why) in sorted(notes["emitter"].scalar.items())),
+            leaf_by_leaf=() if notes is None else _leaf_by_leaf(notes["emitter"]),
             fallback=fallback)
         return _Entry(in_groups, in_structs, out_groups, out_treedef, packed, report, program)
 
@@ -285,6 +287,17 @@ class Jitted:
                 for j, i in enumerate(idx):
                     flat[i] = host[j]
         return jax.tree_util.tree_unflatten(entry.out_treedef, flat)
+
+
+_SINGLES = 3   # a primitive computed on its own this often is reported as leaf by leaf
+
+
+def _leaf_by_leaf(emitter: Emitter) -> tuple[tuple[str, int, str], ...]:
+    rows = [(name, n, why) for name, (n, why) in emitter.scalar.items()]
+    why = "computed name by name: its parameters or operands differ between names"
+    rows += [(name, n, why) for name, n in emitter.singles.items()
+             if n >= _SINGLES and name not in emitter.scalar]
+    return tuple(sorted(rows))
 
 
 def _leaf_key(x):

@@ -37,7 +37,7 @@ class ScopePlan:
     scope: Scope
     packs: list[Pack]
     where: dict[int, tuple[int, int]]   # node uid -> (pack index, lane)
-    subplans: dict[int, list["ScopePlan"]]   # region uid -> plans of its scopes
+    subplans: dict[int, list[ScopePlan]]   # region uid -> plans of its scopes
 
 
 def _operands(node: Node) -> tuple[Node, ...]:
@@ -77,17 +77,65 @@ def plan_scope(scope: Scope) -> ScopePlan:
             order.append(node.sig)
         group.append(node)
     packs = [Pack(by_sig[s], by_sig[s][0].uid) for s in order]
-    _lay_out(packs, scope.outputs)
-    where = {}
-    for p, pack in enumerate(packs):
-        for lane, node in enumerate(pack.members):
-            where[node.uid] = (p, lane)
+    # Bodies first: a scan body may renumber its constants' lanes, which the lay-out of this
+    # scope then follows when it gathers them (once, outside the loop).
     subplans = {}
     for pack in packs:
         for node in pack.members:
             if isinstance(node, Region):
                 subplans[node.uid] = [plan_scope(s) for s in node.scopes]
-    return ScopePlan(scope, packs, where, subplans)
+                if node.kind == "scan":
+                    _read_in_order(node, subplans[node.uid][0])
+    _lay_out(packs, scope.outputs)
+    return ScopePlan(scope, packs, _where(packs), subplans)
+
+
+def _where(packs: list[Pack]) -> dict[int, tuple[int, int]]:
+    return {node.uid: (p, lane) for p, pack in enumerate(packs)
+            for lane, node in enumerate(pack.members)}
+
+
+def _read_in_order(region: Region, body: ScopePlan) -> None:
+    """Renumber the lanes of a scan's constant and ``xs`` classes in the order its body reads
+    them.
+
+    They arrive in the order JAX closed over them (first use), or in ``tree_leaves`` order,
+    while the body reads them in the carry's order: the permutation is then applied once, to
+    the outer vector, instead of a gather in every step. The reader is the pack that reads
+    the most lanes of the class at one operand position.
+    """
+    scope = region.scopes[0]
+    for cls, (role, positions) in enumerate(region.in_classes):
+        if role not in ("const", "xs") or len(positions) < 2:
+            continue
+        lanes = scope.inputs[cls]
+        mine = {n.uid for n in lanes}
+        best: list[Node] = []
+        for pack in body.packs:
+            first = pack.members[0]
+            if not isinstance(first, Op) or len(pack.members) <= len(best):
+                continue
+            for k in range(len(first.operands)):
+                read = [m.operands[k] for m in pack.members]
+                if (all(o.uid in mine for o in read)
+                        and len({o.uid for o in read}) == len(read)):
+                    best = read
+                    break
+        if not best:
+            continue
+        chosen = {n.uid for n in best}
+        new = best + sorted((n for n in lanes if n.uid not in chosen), key=lambda n: n.lane)
+        if [n.lane for n in new] == list(range(len(new))):
+            continue
+        old = list(positions)
+        positions[:] = [old[n.lane] for n in new]
+        for lane, node in enumerate(new):
+            node.lane = lane
+        scope.inputs[cls] = new
+    for pack in body.packs:
+        if isinstance(pack.members[0], In):
+            pack.members.sort(key=lambda n: n.lane)
+    body.where.update(_where(body.packs))
 
 
 def _fixed(pack: Pack) -> bool:

@@ -1,0 +1,301 @@
+"""explorer.jit: the numbers of jax.jit(fun) on every path (fallbacks included), a packed
+program that does not grow with the leaves, and one-line errors of jax.jit's own types."""
+
+import functools
+import operator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import explorer
+
+
+def _close(got, want, rtol=1e-5, atol=1e-5):
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+
+
+def _same_as_jax(fun, *args, static_argnums=(), **kw):
+    j = explorer.jit(fun, static_argnums=static_argnums)
+    got = j(*args)
+    _close(got, jax.jit(fun, static_argnums=static_argnums)(*args), **kw)
+    return j
+
+
+# -- jax-ml/jax#4667's loss, as the discussion printed it (tree_multimap is tree_map today) --
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def sum_of_squares_loss(dynamics, states, parameters):
+    initial_states = jax.tree_util.tree_map(lambda s: s[0], states)
+    horizon_length = jax.tree_util.tree_flatten(states)[0][0].shape[0]
+    predictions = propagate_dynamics(dynamics, initial_states, horizon_length, parameters)
+    errors = jax.tree_util.tree_map(lambda s, p: jnp.sum((s - p) ** 2, keepdims=True),
+                                    states, predictions)
+    return jax.tree_util.tree_reduce(sum, errors)[0]
+
+
+sum_of_squares_loss_gradient = jax.jit(jax.grad(sum_of_squares_loss, argnums=2),
+                                       static_argnums=(0,))
+
+
+def propagate_dynamics(dynamics, initial_states, horizon_length, parameters):
+    return lax.scan(f=lambda state, _: (dynamics(state, parameters), state), init=initial_states,
+                    xs=None, length=horizon_length)[1]
+
+
+def example_dynamics(states, parameters):
+    return jax.tree_util.tree_map(lambda s, p: 0.999 * s + 1e-3 * p, states, parameters)
+
+
+def _dict_data(n, horizon=12, seed=0):
+    rng = np.random.default_rng(seed)
+    names = ["state_" + str(i) for i in range(n)]
+    states = {k: rng.normal(size=horizon).astype(np.float32) for k in names}
+    return states, {k: float(rng.normal()) for k in names}
+
+
+@pytest.mark.parametrize("fun", [sum_of_squares_loss, sum_of_squares_loss_gradient])
+def test_the_discussions_loss_and_gradient_match_and_do_not_grow(fun):
+    counts = []
+    for n in (10, 40):
+        states, params = _dict_data(n)
+        j = _same_as_jax(fun, example_dynamics, states, params, static_argnums=0, rtol=1e-4)
+        report = j.report
+        assert report.fallback is None and report.leaf_by_leaf == ()
+        assert report.eqns_before > 10 * n
+        counts.append(report.eqns_after)
+        assert all(r.kind == "scan" for r in report.regions)
+        assert any(("carry", n) in r.classes for r in report.regions)
+    assert counts[0] == counts[1] < 40
+
+
+def test_a_sum_over_names_is_one_reduction():
+    def loss(x):
+        return functools.reduce(operator.add, [jnp.sin(v) ** 2 for v in x.values()])
+    x = {f"x{i}": np.float32(i / 7) for i in range(30)}
+    j = _same_as_jax(loss, x)
+    assert j.report.eqns_after < 10
+    assert "add" not in str(j.trace(x).jaxpr)
+
+
+# -- per-name dynamics with neighbours, mixed shapes ------------------------------------------
+
+@pytest.mark.parametrize("name", ["decay", "oscillator", "lotka_volterra"])
+def test_the_problems_per_name_losses_with_their_scan_inside(name):
+    prob = explorer.get_problem(name)
+
+    def make(n):
+        s0 = dict(zip(prob.state_names(n), map(np.float32, prob.initial_state(n))))
+        p = dict(zip(prob.param_names(n), map(np.float32, prob.initial_params(n))))
+
+        def loss(p, s0):
+            def body(s, _):
+                s = prob.step_scalar(s, p, n)
+                return s, s
+            ys = lax.scan(body, s0, None, length=8)[1]
+            return sum(jnp.sum(v ** 2) for v in ys.values())
+        return loss, p, s0
+
+    counts = []
+    for n in (12, 30):   # both past 10: dict keys sort as text (x_10 before x_2) in both
+        loss, p, s0 = make(n)
+        j = _same_as_jax(loss, p, s0, rtol=1e-4)
+        jg = _same_as_jax(jax.grad(loss), p, s0, rtol=1e-4, atol=1e-4)
+        assert j.report.fallback is None and jg.report.fallback is None
+        counts.append((j.report.eqns_after, jg.report.eqns_after))
+    assert counts[0] == counts[1]
+
+
+def test_mixed_shapes_get_one_group_each():
+    rng = np.random.default_rng(3)
+    n = 9
+    state = {f"joint{i}": {"angle": np.float32(rng.normal()),
+                           "pos": rng.normal(size=3).astype(np.float32)} for i in range(n)}
+    gain = {f"joint{i}": np.float32(rng.uniform(0.1, 0.5)) for i in range(n)}
+
+    def loss(gain, state):
+        def body(s, _):
+            new = {k: {"angle": v["angle"] - gain[k] * jnp.sin(v["angle"]),
+                       "pos": v["pos"] * jnp.cos(v["angle"]) + gain[k]} for k, v in s.items()}
+            return new, None
+        final = lax.scan(body, state, None, length=5)[0]
+        return sum(jnp.sum(v["pos"]) + v["angle"] ** 2 for v in final.values()), final
+
+    j = _same_as_jax(loss, gain, state)
+    shapes = sorted((shape, n_leaves) for _, shape, _, n_leaves in j.report.inputs)
+    assert shapes == [((), n), ((), n), ((3,), n)]
+    (scan,) = j.report.regions
+    assert sorted(scan.classes) == [("carry", n), ("carry", n), ("const", n)]
+    _same_as_jax(jax.grad(lambda g, s: loss(g, s)[0]), gain, state)
+
+
+# -- control flow and transformations ----------------------------------------------------------
+
+def _names(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return {f"v{i}": np.float32(rng.uniform(0.5, 1.5)) for i in range(n)}
+
+
+def test_fori_loop_while_loop_and_cond():
+    def fori(x):
+        return lax.fori_loop(0, 4, lambda i, c: {k: v * 0.9 + 0.1 for k, v in c.items()}, x)
+
+    def dyn_fori(x, k):
+        return lax.fori_loop(0, k, lambda i, c: {key: v * 0.9 for key, v in c.items()}, x)
+
+    def while_(x):
+        def cond(c):
+            return c[1] < 5
+        def body(c):
+            return {k: v * 1.1 for k, v in c[0].items()}, c[1] + 1
+        return lax.while_loop(cond, body, (x, 0))[0]
+
+    def cond_(x):
+        total = sum(x.values())
+        return lax.cond(total > 3.0, lambda d: {k: v * 2 for k, v in d.items()},
+                        lambda d: {k: -v for k, v in d.items()}, x)
+
+    counts = []
+    for n in (5, 20):
+        x = _names(n)
+        row = []
+        for fun, args in ((fori, (x,)), (dyn_fori, (x, 3)), (while_, (x,)), (cond_, (x,))):
+            j = _same_as_jax(fun, *args)
+            assert j.report.fallback is None and j.report.leaf_by_leaf == ()
+            assert j.report.regions
+            row.append(j.report.eqns_after)
+        _same_as_jax(jax.grad(lambda x: sum(fori(x).values())), x)
+        counts.append(row)
+    assert counts[0] == counts[1]
+
+
+def test_custom_jvp_custom_vjp_and_checkpoint():
+    @jax.custom_vjp
+    def soft(x):
+        return jnp.tanh(x)
+    soft.defvjp(lambda x: (jnp.tanh(x), x), lambda x, g: (g * (1 - jnp.tanh(x) ** 2),))
+
+    def loss(p):
+        f = jax.checkpoint(lambda v: jax.nn.relu(v - 1.0) + soft(v) + jnp.where(v > 1, v, 0.0))
+        return sum(f(v) ** 2 for v in p.values())
+
+    p = _names(12)
+    j = _same_as_jax(loss, p)
+    assert j.report.fallback is None and j.report.eqns_after < 25
+    jg = _same_as_jax(jax.grad(loss), p)
+    assert jg.report.fallback is None and jg.report.eqns_after < 60
+
+
+def _no_vmap_primitive():
+    """A primitive with no batching rule (jax.vmap refuses it)."""
+    from jax.extend.core import Primitive
+    from jax.interpreters import mlir
+    prim = Primitive("twice_without_vmap")
+    prim.def_impl(lambda x: x * 2)
+    prim.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(prim, mlir.lower_fun(lambda x: x * 2, multiple_results=False))
+    return prim
+
+
+def test_a_primitive_vmap_refuses_is_evaluated_leaf_by_leaf():
+    prim = _no_vmap_primitive()
+
+    def loss(p):
+        return {k: jnp.sin(prim.bind(v)) + 1 for k, v in p.items()}
+
+    p = _names(5)
+    j = _same_as_jax(loss, p)
+    assert j.report.fallback is None
+    ((name, lanes, why),) = j.report.leaf_by_leaf
+    assert name == "twice_without_vmap" and lanes == 5 and "NotImplementedError" in why
+    assert "twice_without_vmap" in str(j.report)
+
+
+def test_values_that_differ_name_by_name_are_computed_one_by_one_and_named():
+    def host_sin(x):
+        return np.sin(x).astype(np.float32)
+
+    def loss(p):   # one callback object per name: no two equations are alike
+        return {k: jax.pure_callback(lambda x: host_sin(x), jax.ShapeDtypeStruct((), jnp.float32),
+                                     v) * 2 for k, v in p.items()}
+
+    j = _same_as_jax(loss, _names(4))
+    assert j.report.fallback is None
+    rows = {name: (lanes, why) for name, lanes, why in j.report.leaf_by_leaf}
+    assert rows["pure_callback"][0] == 4 and "differ" in rows["pure_callback"][1]
+    assert rows["mul"][0] == 4          # what reads them differs name by name too
+
+
+def test_side_effects_run_unpacked_with_the_same_numbers():
+    def loss(p):
+        jax.debug.print("total {t}", t=sum(p.values()))
+        return {k: v * 3 for k, v in p.items()}
+
+    j = _same_as_jax(loss, _names(3))
+    assert "side effects" in j.report.fallback
+
+
+# -- the jax.jit surface -----------------------------------------------------------------------
+
+def test_outputs_of_any_structure_static_args_kwargs_and_the_cache():
+    def f(t, y, args, *, scale=1.0):
+        return {k: -args["rate"] * v * scale + t for k, v in y.items()}, [sum(y.values())]
+
+    y = _names(6)
+    j = explorer.jit(f, static_argnames="scale")
+    for scale in (1.0, 2.0):
+        _close(j(0.5, y, {"rate": np.float32(0.3)}, scale=scale),
+               jax.jit(f, static_argnames="scale")(0.5, y, {"rate": np.float32(0.3)},
+                                                   scale=scale))
+    assert len(j._cache) == 2
+    j(0.7, y, {"rate": np.float32(0.1)}, scale=1.0)                      # same structure
+    assert len(j._cache) == 2
+    j(0.7, {**y, "extra": np.float32(1)}, {"rate": np.float32(0.1)})      # new structure
+    assert len(j._cache) == 3
+
+
+def test_lower_compile_trace_and_measure_work_on_the_packed_program():
+    states, params = _dict_data(8)
+    j = explorer.jit(sum_of_squares_loss, static_argnums=0)
+    lowered = j.lower(example_dynamics, states, params)
+    assert isinstance(lowered, jax.stages.Lowered)
+    compiled = lowered.compile()
+    stacked = j.pack_args(example_dynamics, states, params)
+    assert [a.shape for a in stacked] == [(8, 12), (8,)]
+    np.testing.assert_allclose(compiled(*stacked),
+                               sum_of_squares_loss(example_dynamics, states, params), rtol=1e-5)
+    assert isinstance(j.trace(example_dynamics, states, params), jax.stages.Traced)
+    fn, args = j.packed_function(example_dynamics, states, params)
+    m = explorer.measure(fn, *args, runs=1)
+    assert m.compile_s > 0 and m.jaxpr_eqns == j.report.eqns_after
+    assert "scan" in str(j.report) and "8 leaves" in str(j.report)
+
+
+def test_bad_input_one_line_same_type_as_jax_jit_nothing_cached():
+    def branchy(x):
+        if x["a"] > 0:          # Python control flow on a traced value
+            return x["a"]
+        return -x["a"]
+
+    x = {"a": np.float32(1.0)}
+    with pytest.raises(Exception) as want:
+        jax.jit(branchy)(x)
+    j = explorer.jit(branchy)
+    with pytest.raises(type(want.value)) as got:
+        j(x)
+    text = str(got.value)
+    assert "\n" not in text and "explorer.jit" in text and "x['a']" in text
+    assert j._cache == {} and j.report is None
+
+    def add(x):
+        return x["a"] + 1
+    with pytest.raises(TypeError) as got:
+        explorer.jit(add)({"a": "not an array"})
+    assert "\n" not in str(got.value) and "['a']" in str(got.value)
+    with pytest.raises(TypeError, match="callable"):
+        explorer.jit(3)

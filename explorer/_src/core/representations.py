@@ -1,4 +1,4 @@
-"""Eight ways to hold the same state, and the loss each one compiles to.
+"""Nine ways to hold the same state, and the loss each one compiles to.
 
 Every representation builds the same function: roll a problem's dynamics out
 with ``lax.scan`` for ``horizon`` steps from the first observed state, and sum
@@ -22,6 +22,7 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from .named import NamedArray
+from ..pack.jit import jit
 from ..pack.pack import pack
 from .problems import Problem, get_problem
 
@@ -372,6 +373,35 @@ def _build_packed(problem, n, horizon, unroll, obs, theta):
     )
 
 
+def _build_jit(problem, n, horizon, unroll, obs, theta):
+    names, pnames = problem.state_names(n), problem.param_names(n)
+    dict_built = _build_dict(problem, n, horizon, unroll, obs, theta)
+    # The dict program's whole loss (scan inside), and its rollout, through explorer.jit: the
+    # measured function is the packed program, on the arguments explorer.jit stacks (each
+    # dict's leaves in tree_leaves order, sorted keys, one array each).
+    loss_program, (obs_j, params_j) = jit(dict_built.loss).packed_function(
+        dict_built.obs, dict_built.params)
+    predict_program, _ = jit(dict_built.predict).packed_function(dict_built.obs,
+                                                                 dict_built.params)
+    lane_s = np.argsort([names.index(k) for k in sorted(names)])     # canonical -> lane
+    lane_p = np.argsort([pnames.index(k) for k in sorted(pnames)])
+
+    def loss_jit(obs, params):
+        return loss_program(obs, params)[0]
+
+    def predict(obs, params):
+        return predict_program(obs, params)[0]          # (N, horizon), lanes
+
+    return _Built(
+        obs=obs_j,
+        params=params_j,
+        loss=loss_jit,
+        predict=predict,
+        params_to_canonical=lambda g: np.asarray(g)[lane_p],
+        states_to_canonical=lambda ys: np.asarray(ys)[lane_s].T,
+    )
+
+
 _REPRESENTATIONS: dict[str, Representation] = {
     r.name: r
     for r in (
@@ -391,6 +421,8 @@ _REPRESENTATIONS: dict[str, Representation] = {
                        "name through static slices.", _build_named),
         Representation("packed", "The dict program's per-name step, vectorised by "
                        "explorer.pack: stacked arrays at the boundary.", _build_packed),
+        Representation("jit", "The dict program's whole loss, scan inside, as written, "
+                       "compiled by explorer.jit: stacked arrays at the boundary.", _build_jit),
     )
 }
 

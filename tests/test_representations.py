@@ -53,7 +53,7 @@ def assert_close(actual, expected, rtol=1e-5):
 
 def test_representation_registry():
     assert REPRESENTATIONS == ("dict", "array", "unflatten", "ravel", "module", "struct",
-                               "named", "packed")
+                               "named", "packed", "jit")
     described = representations()
     assert tuple(described) == REPRESENTATIONS
     assert all(d and "\n" not in d for d in described.values())
@@ -79,7 +79,7 @@ def test_representation_matches_array(problem, representation):
     assert case.param_names == p.param_names(N)
 
 
-@pytest.mark.parametrize("representation", ["dict", "module", "named", "packed"])
+@pytest.mark.parametrize("representation", ["dict", "module", "named", "packed", "jit"])
 def test_single_unit_oscillator_matches_array(representation):
     ref_loss, ref_grad, ref_rollout = reference("oscillator", 1, 15)
     case = build_case("oscillator", representation, 1, 15)
@@ -91,9 +91,9 @@ def test_single_unit_oscillator_matches_array(representation):
 
 @pytest.mark.parametrize("problem,n,expected", [
     ("decay", 5, {"dict": 10, "array": 2, "unflatten": 2, "ravel": 10, "module": 2,
-                  "struct": 2, "named": 2, "packed": 2}),
+                  "struct": 2, "named": 2, "packed": 2, "jit": 2}),
     ("oscillator", 5, {"dict": 20, "array": 2, "unflatten": 2, "ravel": 20, "module": 4,
-                       "struct": 4, "named": 2, "packed": 2}),
+                       "struct": 4, "named": 2, "packed": 2, "jit": 2}),
 ])
 def test_leaf_counts(problem, n, expected):
     counts = {r: build_case(problem, r, n, 4).n_leaves for r in REPRESENTATIONS}

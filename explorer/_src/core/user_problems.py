@@ -27,7 +27,7 @@ from .problems import _PROBLEMS, Problem, _check_units, register
 __all__ = ["GUESS_OFFSET", "UserProblem", "define_problem"]
 
 # Representations that call the per-name step, the group-wise step and the vectorised step.
-_PER_NAME = ("dict", "unflatten", "ravel", "packed")
+_PER_NAME = ("dict", "unflatten", "ravel", "packed", "jit")
 _GROUPED = ("module", "struct", "named")
 _VECTOR = ("array",)
 _NAME_INDEX = re.compile(r"^(.+)_(\d+)$")
@@ -181,7 +181,7 @@ class UserProblem(Problem):
         names += ["unflatten", "ravel"]
         if self.grouped is not None and self.groups:
             names += ["module", "struct", "named"]
-        return (*names, "packed")
+        return (*names, "packed", "jit")
 
     def check_size(self, n: int, representation: str) -> None:
         """Run the user's factories at ``n`` and trace the step ``representation`` uses

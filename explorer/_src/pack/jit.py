@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,8 +23,8 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from .emit import Emitter
-from .graph import Graph, Scope, Unpackable
-from .plan import plan_scope
+from .graph import Graph, Region, Scope, Unpackable
+from .plan import ScopePlan, plan_scope
 
 __all__ = ["JitReport", "Jitted", "RegionReport", "jit"]
 
@@ -62,6 +63,8 @@ class JitReport:
         leaf_by_leaf: ``(primitive, lanes, why)`` for what was evaluated leaf by leaf.
         fallback: Why the program was not packed at all (it then runs as ``jax.jit(fun)``
             does, leaf by leaf), or ``None``.
+        trace_s: Seconds ``jax.jit(fun).trace`` took (what ``jax.jit`` pays too).
+        pack_s: Seconds the packer took beyond that (number, plan, trace the packed program).
     """
 
     eqns_before: int
@@ -71,6 +74,8 @@ class JitReport:
     regions: tuple[RegionReport, ...]
     leaf_by_leaf: tuple[tuple[str, int, str], ...]
     fallback: str | None = None
+    trace_s: float | None = None
+    pack_s: float | None = None
 
     def __str__(self) -> str:
         lines = [f"{self.eqns_before} equations before, {self.eqns_after} after"
@@ -223,11 +228,13 @@ class Jitted:
         return entry, leaves
 
     def _build(self, args, kwargs, dynamic) -> _Entry:
+        start = time.perf_counter()
         try:
             traced = self._jax.trace(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the user's error, one line, its own type
             raise _one_line(e, f"{self.__name__} could not be traced") from None
         closed = traced.jaxpr
+        traced_at = time.perf_counter()
         paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(dynamic)[0]]
         invars = closed.jaxpr.invars
         if len(invars) != len(paths):
@@ -262,8 +269,10 @@ class Jitted:
             eqns_before=before, eqns_after=count_eqns(packed.jaxpr), inputs=inputs,
             packs=0 if notes is None else notes["packs"],
             regions=() if notes is None else tuple(notes["regions"]),
-            leaf_by_leaf=() if notes is None else _leaf_by_leaf(notes["emitter"]),
-            fallback=fallback)
+            leaf_by_leaf=() if notes is None else _leaf_by_leaf(
+                notes["emitter"], max(len(g) for g in in_groups) if in_groups else 0),
+            fallback=fallback, trace_s=traced_at - start,
+            pack_s=time.perf_counter() - traced_at)
         return _Entry(in_groups, in_structs, out_groups, out_treedef, packed, report, program)
 
     @staticmethod
@@ -289,14 +298,14 @@ class Jitted:
         return jax.tree_util.tree_unflatten(entry.out_treedef, flat)
 
 
-_SINGLES = 3   # a primitive computed on its own this often is reported as leaf by leaf
-
-
-def _leaf_by_leaf(emitter: Emitter) -> tuple[tuple[str, int, str], ...]:
+def _leaf_by_leaf(emitter: Emitter, lanes: int) -> tuple[tuple[str, int, str], ...]:
+    """What vmap refused, and primitives computed on their own about once per name (at least
+    half as often as the largest input has leaves): a few one-lane values, such as a chain's
+    two ends, are part of a packed program and not listed."""
     rows = [(name, n, why) for name, (n, why) in emitter.scalar.items()]
     why = "computed name by name: its parameters or operands differ between names"
     rows += [(name, n, why) for name, n in emitter.singles.items()
-             if n >= _SINGLES and name not in emitter.scalar]
+             if n >= max(3, lanes // 2) and name not in emitter.scalar]
     return tuple(sorted(rows))
 
 
@@ -323,13 +332,8 @@ def _packed_program(closed, in_groups, out_groups):
             args[i] = node
     top.outputs = graph.inline(closed.jaxpr, closed.consts, args, top)
     plan = plan_scope(top)
-    notes: dict[str, Any] = {"packs": len(plan.packs), "emitter": Emitter(), "regions": []}
-    for region in graph.regions:
-        sub = [s for s in region.scopes]
-        nodes = sum(len(_body_nodes(s)) for s in sub)
-        packs = sum(len(plan_scope(s).packs) for s in sub)
-        classes = tuple((role, len(pos)) for role, pos in region.in_classes)
-        notes["regions"].append(RegionReport(region.kind, classes, nodes, packs))
+    notes: dict[str, Any] = {"packs": len(plan.packs), "emitter": Emitter(),
+                             "regions": _region_reports(plan)}
     outs = top.outputs
 
     def program(*stacked):
@@ -349,9 +353,20 @@ def _packed_program(closed, in_groups, out_groups):
     return program, notes
 
 
-def _body_nodes(scope: Scope):
-    from .plan import _demanded
-    return _demanded(scope.outputs)
+def _region_reports(plan: ScopePlan) -> list[RegionReport]:
+    """One report per region reached from ``plan``, in program order, nested ones after."""
+    out = []
+    for pack in plan.packs:
+        for node in pack.members:
+            if isinstance(node, Region):
+                subs = plan.subplans[node.uid]
+                out.append(RegionReport(
+                    node.kind, tuple((role, len(pos)) for role, pos in node.in_classes),
+                    nodes=sum(len(pk.members) for sub in subs for pk in sub.packs),
+                    packs=sum(len(sub.packs) for sub in subs)))
+                for sub in subs:
+                    out += _region_reports(sub)
+    return out
 
 
 def _plain_program(closed, in_groups, out_groups):

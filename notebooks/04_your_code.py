@@ -395,3 +395,123 @@ if not SERVED:
     print(f"notebook ran in {time.perf_counter() - NOTEBOOK_START:.0f} s before the dashboard")
 dashboard = explorer.dashboard(problems=[prob], problem=prob.name, representations=REPS)
 dashboard.servable(title="PyTree Compile Explorer")
+
+# %% [markdown]
+# ## 7 · `explorer.watch`: which compiles make a whole program slow to start
+#
+# Sections 1 to 6 started from a function you already suspected. Often you only know that your
+# program takes a long time before its first step. `with explorer.watch() as w:` records every
+# compilation the block makes, without changing what it computes: each function's name and the
+# line of your code where it is defined, its trace, lower and XLA-compile seconds, its argument
+# leaves, equations and StableHLO size, and, when a function compiles again, why (JAX's own
+# cache-miss explanation, in one line). Then it ranks the functions by compile time and runs
+# `explorer.diagnose` on the top ones, on the very call that compiled.
+#
+# The program below is a small training loop with three jitted functions:
+#
+# * `per_name_grad`, the gradient of a loss written per name (one scalar parameter per name):
+#   one compile, but the slow one;
+# * `clean_update`, the update on one stacked array: one fast compile;
+# * `batch_mean`, which compiles again at every step, because the batch grows by a row each
+#   time (a new shape is a new program to XLA).
+
+# %%
+N_WATCH = 200 if FULL_SIZE else 100   # names in the per-name loss
+STEPS = 8                             # training steps, so batch_mean compiles 8 times
+
+WATCH_NAMES = [f"w{i}" for i in range(N_WATCH)]
+
+
+def per_name_loss(params, x):
+    """One term per named parameter: N leaves, and N copies of the same few operations."""
+    return sum((params[k] * x[i] - 1.0) ** 2 for i, k in enumerate(WATCH_NAMES))
+
+
+per_name_grad = jax.jit(jax.grad(per_name_loss))
+
+
+@jax.jit
+def clean_update(w, g):
+    """One stacked array: a few operations, whatever N is."""
+    return w - 0.01 * g
+
+
+@jax.jit
+def batch_mean(batch):
+    """Compiled again at every step: its argument's shape changes."""
+    return jnp.mean(batch, axis=0)
+
+
+def train(steps):
+    params = {k: jnp.float32(1.0) for k in WATCH_NAMES}
+    w = jnp.ones(N_WATCH)
+    for step_ in range(steps):
+        batch = jnp.ones((step_ + 2, N_WATCH))   # one row more each step
+        g = per_name_grad(params, batch_mean(batch))
+        w = clean_update(w, jnp.stack([g[k] for k in WATCH_NAMES]))
+    return w
+
+
+if not SERVED:
+    unwatched = train(STEPS)
+    jax.clear_caches()   # so the watched run compiles everything again, as a fresh program would
+    with explorer.watch() as w:
+        watched = train(STEPS)
+    assert np.array_equal(np.asarray(watched), np.asarray(unwatched))   # same numbers
+    print(w)
+
+# %% [markdown]
+# Reading the report. The first line is the budget: how many compilations, how many seconds of
+# XLA compile, trace and lower, and compilation as a share of the program's wall time. Then the
+# functions, most compile seconds first, each with the line of this notebook where it is defined,
+# how many times it compiled, and why it compiled again. Besides our three functions you see
+# operations JAX compiled for the eager `jnp` calls between them (`jnp.ones`, `jnp.stack`),
+# charged to the line that made them: each new shape of an eager call is a compile of its own.
+# The findings below the ranking are `explorer.diagnose`'s, on the top functions.
+
+# %%
+if not SERVED:
+    summary = w.summary()
+    display(summary[["name", "where", "compiles", "compile_s", "share", "eqns", "n_leaves",
+                     "reason"]])
+    by_name = summary.set_index("name")
+    slow, clean, again = (by_name.loc[n] for n in ("per_name_loss", "clean_update", "batch_mean"))
+    # Robust facts (no timing): what compiled how often, and why.
+    assert slow["compiles"] == 1 and clean["compiles"] == 1 and again["compiles"] == STEPS
+    assert again["reason"].startswith("shape changed: batch is f32["), again["reason"]
+    assert slow["n_leaves"] == N_WATCH + 1 and slow["eqns"] > 10 * clean["eqns"]
+    assert all(str(where).rsplit(":", 1)[0] not in explorer.__file__ for where in summary["where"])
+    top = w.findings[0]
+    assert top.name == "per_name_loss" and top.diagnosis is not None and top.diagnosis.findings
+    first = top.diagnosis.findings[0]
+    display(Markdown(f"""
+* **`{top.name}`** took {top.share:.0%} of the compile time in one compile: {slow['n_leaves']} argument
+  leaves and {slow['eqns']:,} equations, against {clean['eqns']} for `clean_update`.
+  `explorer.diagnose` on the same call found {', '.join(f'`{k}`' for k in top.diagnosis.kinds)};
+  the first one's remedy: {first.remedy.split(chr(10) * 2)[0]} The cure of section 5 applies
+  too: one stacked array of parameters instead of a dict of scalars.
+* **`batch_mean`** compiled {again['compiles']} times, {again['compile_s']:.2f} s in all, because
+  "{again['reason']}". Pad the batch to a fixed size (and mask it), or bucket the sizes: one shape,
+  one compile.
+* **`clean_update`** compiled once, in {clean['compile_s']:.3f} s: nothing to do.
+
+Compilation took {w.share_of_wall:.0%} of this block's {w.wall_s:.1f} s.
+"""))
+
+# %% [markdown]
+# The same report as one page that opens offline (`w.to_html("compiles.html")`), or shown in the
+# notebook: the ranking as a chart, the table, every compilation in order, and each top
+# function's findings with their remedies.
+
+# %%
+if not SERVED:
+    display(w)
+
+# %% [markdown]
+# From a terminal, the same for a whole script, run as `python train.py --epochs 3` would run it
+# (its arguments, its exit status; the report goes to stderr):
+#
+# ```bash
+# pytree-explorer watch --html compiles.html train.py --epochs 3
+# python -m explorer.watch train.py --epochs 3        # the same
+# ```

@@ -189,6 +189,19 @@ def test_the_users_log_is_untouched(caplog):
     assert w.compiles
 
 
+def test_a_users_own_ir_dump_is_read_and_left_alone(tmp_path):
+    jax.config.update("jax_dump_ir_to", str(tmp_path))
+    try:
+        with explorer.watch(findings=False) as w:
+            jax.jit(lambda v: v / 3)(jnp.ones(2))
+        assert jax.config.values["jax_dump_ir_to"] == str(tmp_path)
+    finally:
+        jax.config.update("jax_dump_ir_to", "")
+    assert w.compiles and any(tmp_path.glob("*.mlir"))  # their files stay
+    # Their dumps carry debug info (JAX's default), so their length is not as_text()'s.
+    assert all(r.hlo_pre_bytes is None for r in w.compiles)
+
+
 def test_a_persistent_cache_hit_is_marked(tmp_path):
     saved = {k: jax.config.values[k] for k in (
         "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",

@@ -182,6 +182,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "pytree-explorer watch")
     for note in w.notes:
         print(f"note: {note}", file=err)
     err.flush()
+    if status == 130:  # interrupted: the ranking, then out, no findings to wait for
+        opts.no_findings = True
     if not opts.no_findings and w.compiles:
         for line in report.findings_lines(w):
             print(line, file=err)

@@ -49,7 +49,7 @@ def _package_dir(module: Any) -> str:
 
 
 def _not_user_prefixes() -> tuple[str, ...]:
-    import jaxlib  # noqa: PLC0415 - only its location
+    import jaxlib
 
     here = os.path.dirname(os.path.abspath(__file__))
     explorer_root = os.path.dirname(os.path.dirname(here)) + os.sep  # explorer/
@@ -178,11 +178,28 @@ def blame_frame(counts: Mapping[LineKey, collections.Counter],
                              ignore_index=True)
 
 
-def count_by_line(jaxpr: Any) -> tuple[dict, dict]:
+def definition_of(fn: Callable) -> LineKey | None:
+    """The line defining the user's function under any wrappers (``jax.grad``, ``partial``,
+    ``eqx.filter_jit``...): where equations no frame of the user's made (a library's glue
+    around the function) are charged. ``None`` when that function is not the user's code."""
+    for _ in range(16):
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif getattr(fn, "__wrapped__", None) is not None and fn.__wrapped__ is not fn:
+            fn = fn.__wrapped__
+        else:
+            break
+    code = getattr(fn, "__code__", None)
+    if code is None or not is_user_file(code.co_filename):
+        return None
+    return (code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def count_by_line(jaxpr: Any, default: LineKey | None = None) -> tuple[dict, dict]:
     """Primitive counts per user line and, per user line, equations per library origin."""
     counts: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
     via: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
-    for scope, charges in charged_scopes(jaxpr):
+    for scope, charges in charged_scopes(jaxpr, default):
         for eqn, charge in zip(scope.eqns, charges):
             counts[charge.user][eqn.primitive.name] += 1
             if charge.through_library:
@@ -201,8 +218,8 @@ def blame(fn: Callable, *args: Any, static_argnums: int | Sequence[int] = ()) ->
     ``scan`` step shows up here at once. Leaves ``jax.jit`` cannot take (an ``eqx.nn.MLP``'s
     activation function) are held static, as ``eqx.filter_jit`` holds them.
     """
-    from .leaves import hold_static  # noqa: PLC0415 - measure imports this module's helpers
+    from .leaves import hold_static
 
-    fn, args, static = hold_static(fn, args, static_argnums)
-    traced = jax.jit(fn, static_argnums=static).trace(*args)
-    return blame_frame(*count_by_line(traced.jaxpr))
+    call, args, static = hold_static(fn, args, static_argnums)
+    traced = jax.jit(call, static_argnums=static).trace(*args)
+    return blame_frame(*count_by_line(traced.jaxpr, definition_of(fn)))

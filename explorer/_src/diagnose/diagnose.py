@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import itertools
 import os
 import time
@@ -21,71 +22,33 @@ from typing import Any
 
 import jax
 import jax.extend.core as jex_core
-import numpy as np
 import pandas as pd
 
-from . import findings as _findings
-from ..pack import pack as _pack
+from ..core.blame import LineKey, blame_frame, charged_scopes, definition_of
+from ..core.fits import fit_power_law
+from ..core.leaves import hold_static
+from ..core.measure import (
+    Measurement,
+    _device,
+    _fun_name,
+    count_eqns,
+    measure_traced,
+    static_positions,
+)
 from ..util import validate as v
-from ..core.blame import LineKey, blame_frame, line_of, scopes
-from .findings import Finding, LineShape, Limits, Program
-from ..core.measure import (Measurement, _device, _fun_name, count_eqns, measure_traced,
-                       static_positions)
-
-from ..core.fits import fit_power_law, format_exponent
+from . import findings as _findings
+from . import trial as _trial
+from .findings import Finding, Limits, LineShape, Program
+from .projection import MAX_FACTOR, Projection, project
+from .projection import fit as fit_growth
+from .trial import PackTrial
 
 __all__ = ["Diagnosis", "Finding", "PackTrial", "Projection", "diagnose"]
 
 DEFAULT_SIZES = (10, 30, 100)
 MAX_SIZE = 1_000_000
-PROJECTION_FACTOR = 10
 BUSY_LINES = 16  # per scope; findings report at most three lines per kind anyway
 SIZE_METRICS = ("n_leaves", "jaxpr_eqns", "stablehlo_bytes", "trace_s", "lower_s", "compile_s")
-PACK_RTOL, PACK_ATOL = 1e-5, 1e-6  # the packed outputs must match the original's this closely
-
-
-@dataclasses.dataclass(frozen=True)
-class Projection:
-    """Compile time at a size that was not measured, from the power law fitted to the sizes that
-    were: ``compile_s ≈ c · size^k``. A projection, never a measurement."""
-
-    size: int
-    compile_s: float
-    k: float
-    r2: float
-    fitted_sizes: tuple[int, ...]
-
-    def __str__(self) -> str:
-        sizes = ", ".join(map(str, self.fitted_sizes))
-        return (f"projection: compile ≈ {self.compile_s:.3g} s at size {self.size} (power law "
-                f"k={format_exponent(self.k)}, r²={self.r2:.2f}, fitted on sizes {sizes}; "
-                "not measured)")
-
-
-@dataclasses.dataclass(frozen=True)
-class PackTrial:
-    """What happened when ``diagnose`` tried :func:`explorer.pack` on a per-leaf program.
-
-    Attributes:
-        status: ``"measured"`` (packed, outputs checked equal, then measured), ``"not tried"``
-            (pack could not take the function; ``reason`` says why), ``"no gain"`` (its traced
-            program has no fewer equations, so it is neither run nor compiled) or ``"changed the
-            result"`` (the packed outputs differ from the original's; ``reason`` says where; no
-            ratio).
-        reason: one sentence, ``None`` when measured.
-        eqns_before, compile_s_before: the original's figures, as the diagnosis measured them.
-        eqns_after: equations of the packed program (``count_eqns`` of its trace, as for the
-            original); ``None`` unless measured.
-        compile_s_after: its cold compile time through :func:`explorer.measure`; ``None``
-            unless measured with ``compile=True``.
-    """
-
-    status: str
-    reason: str | None
-    eqns_before: int
-    compile_s_before: float | None
-    eqns_after: int | None = None
-    compile_s_after: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -107,7 +70,8 @@ class Diagnosis:
         limits: the thresholds the findings were judged by.
         sizes: with ``make_args``/``sizes``: one row of figures per size, else ``None``.
         exponents: the fitted ``k`` of each figure against size (``figure ≈ c·size^k``).
-        projection: compile time projected to 10× the largest size (not measured).
+        projection: compile time projected to 10× the largest size (not measured): a range
+            (see :class:`Projection`); :meth:`project` gives it at another size.
         pack_trial: what trying :func:`explorer.pack` gave (see :class:`PackTrial`), ``None``
             when it was not tried (no ``"per-leaf-repetition"`` finding, or ``try_pack=False``).
     """
@@ -135,15 +99,31 @@ class Diagnosis:
         """The kinds of the findings, in order."""
         return tuple(f.kind for f in self.findings)
 
+    def project(self, size: int) -> Projection:
+        """Compile time at ``size`` from the sizes measured: a range, never one number beyond
+        them.
+
+        Raises:
+          ValueError: without compiled sizes (``make_args``/``sizes``, ``compile=True``), or
+            past ``MAX_FACTOR`` (10) times the largest measured size.
+        """
+        size = v.check_int("size", size, 1, MAX_SIZE * MAX_FACTOR)
+        model = (fit_growth(self.sizes["size"], self.sizes["jaxpr_eqns"], self.sizes["compile_s"])
+                 if self.sizes is not None else None)
+        if model is None:
+            raise ValueError("a projection needs compile times at two sizes or more: "
+                             "diagnose with make_args= and sizes= (and compile=True)")
+        return model.project(size)
+
     def __str__(self) -> str:
-        from .report import text  # noqa: PLC0415 - rendering only when shown
+        from .report import text
 
         return text(self)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        from .report import html_fragment  # noqa: PLC0415
+        from .report import html_fragment
 
         return html_fragment(self)
 
@@ -152,7 +132,7 @@ class Diagnosis:
 
         Refuses to replace a file that is not a report written by this method.
         """
-        from .report import write_html  # noqa: PLC0415
+        from .report import write_html
 
         return write_html(self, path)
 
@@ -161,7 +141,7 @@ def diagnose(
     fn: Callable,
     *args: Any,
     static_argnums: int | Sequence[int] = (),
-    compile: bool = True,  # noqa: A002 - the word users expect, as in jax.stages
+    compile: bool = True,
     make_args: Callable[[int], tuple] | None = None,
     sizes: Sequence[int] | None = None,
     backend: str | None = None,
@@ -253,20 +233,47 @@ def _leaf_paths(args: tuple, static: tuple[int, ...]) -> tuple[str, ...]:
     return tuple(paths)
 
 
+def describe(fn: Callable) -> str:
+    """What was diagnosed, as the user wrote it: ``jax.grad(loss)``, ``eqx.filter_jit(step)``.
+
+    JAX's transforms keep the wrapped function's name (``jax.grad(loss).__name__`` is
+    ``"loss"``); the transform is read from the first words of the docstring each gives its
+    result, and from the type of a jit wrapper. Anything else is named as before.
+    """
+    if isinstance(fn, functools.partial):
+        return f"partial({describe(fn.func)})"
+    inner = getattr(fn, "__wrapped__", None)
+    if inner is None or inner is fn or not callable(inner):
+        return _fun_name(fn)
+    wrapper = _WRAPPER_TYPES.get(type(fn).__name__)
+    if wrapper is None:
+        doc = getattr(fn, "__doc__", None) or ""
+        wrapper = next((t for prefix, t in _TRANSFORM_DOCS if doc.startswith(prefix)), None)
+    return f"{wrapper}({describe(inner)})" if wrapper else _fun_name(fn)
+
+
+_TRANSFORM_DOCS = (("Gradient of ", "jax.grad"), ("Value and gradient of ", "jax.value_and_grad"),
+                   ("Vectorized version of ", "jax.vmap"), ("Jacobian of ", "jax.jacobian"))
+_WRAPPER_TYPES = {"PjitFunction": "jax.jit", "_JitWrapper": "eqx.filter_jit",
+                  "_GradWrapper": "eqx.filter_grad",
+                  "_ValueAndGradWrapper": "eqx.filter_value_and_grad", "JitWrapped": "nnx.jit"}
+
+
 def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: bool,
                   backend: str | None, limits: Limits, try_pack: bool = False) -> Diagnosis:
-    name = _fun_name(fn)
+    name = describe(fn)
     measurement = None
     try:
+        call, args, static = hold_static(fn, args, static)
         if compile:
-            measurement, traced = measure_traced(fn, *args, static_argnums=static, runs=1,
+            measurement, traced = measure_traced(call, *args, static_argnums=static, runs=1,
                                                  backend=backend, name=name)
             trace_s, lower_s = measurement.trace_s, measurement.lower_s
             hlo_bytes, eqns = measurement.hlo_pre_bytes, measurement.jaxpr_eqns
         else:
             with jax.default_device(_device(backend)):
                 jax.clear_caches()  # as measure does: the times below are not from a cache
-                jitted = jax.jit(fn, static_argnums=static)
+                jitted = jax.jit(call, static_argnums=static)
                 t0 = time.perf_counter()
                 traced = jitted.trace(*args)
                 t1 = time.perf_counter()
@@ -278,171 +285,94 @@ def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: b
     except Exception as err:  # the user's code failed to trace, lower or compile
         raise ValueError(f"diagnosing {name} failed: {v.describe_error(err)}") from err
     paths = _leaf_paths(args, static)
-    program = read_program(traced.jaxpr, limits)
+    program = read_program(traced.jaxpr, limits, definition_of(fn))
     findings = _findings.find(program, limits, n_leaves=len(paths), leaf_paths=paths,
                               total_eqns=eqns, hlo_bytes=hlo_bytes)
     trial = None
-    if try_pack and any(f.kind == "per-leaf-repetition" for f in findings):
-        trial = _try_pack(fn, args, static, traced, eqns,
-                          measurement.compile_s if measurement else None, compile, backend, name)
-        first = next(i for i, f in enumerate(findings) if f.kind == "per-leaf-repetition")
+    per_leaf = [i for i, f in enumerate(findings) if f.kind == "per-leaf-repetition"]
+    if try_pack and per_leaf:
+        own = [i for i in per_leaf if findings[i].via is None]
+        library = None if own else _library(findings[per_leaf[0]].via)
+        trial = _trial.try_rewrite(call, args, static, traced, eqns,
+                                   measurement.compile_s if measurement else None, compile,
+                                   backend, name, library=library)
+        first = (own or per_leaf)[0]
         findings[first] = _findings.with_pack(findings[first], trial)
     return Diagnosis(
         name=name, n_leaves=len(paths), leaf_paths=paths, jaxpr_eqns=eqns,
         stablehlo_bytes=hlo_bytes, constant_bytes=program.constant_bytes,
         trace_s=trace_s, lower_s=lower_s,
         compile_s=measurement.compile_s if measurement else None, measurement=measurement,
-        top_lines=blame_frame(program.counts), findings=tuple(findings), limits=limits,
-        pack_trial=trial)
+        top_lines=blame_frame(program.counts, program.via), findings=tuple(findings),
+        limits=limits, pack_trial=trial)
 
 
-# -- trying explorer.pack on a per-leaf program ----------------------------------------------
-def _try_pack(fn: Callable, args: tuple, static: tuple[int, ...], traced: Any, eqns: int,
-              compile_s: float | None, compile: bool, backend: str | None,
-              name: str) -> PackTrial:
-    """Pack ``fn``, check it computes the same, and measure it as the original was measured.
-
-    Never raises for the user's code: what went wrong is the trial's one-sentence ``reason``.
-    """
-    def failed(status: str, reason: str) -> PackTrial:
-        return PackTrial(status=status, reason=reason, eqns_before=eqns,
-                         compile_s_before=compile_s)
-
-    dynamic = tuple(a for i, a in enumerate(args) if i not in static)
-    if not dynamic:
-        return failed("not tried", "the function has no array arguments to stack")
-
-    def step(*dyn: Any) -> Any:  # the static arguments held fixed, as jit holds them
-        it = iter(dyn)
-        return fn(*[a if i in static else next(it) for i, a in enumerate(args)])
-
-    got = jax.tree_util.tree_structure(traced.out_info)
-    want = jax.tree_util.tree_structure(dynamic[0])
-    if got != want:  # pack's first check, without tracing the function again
-        return failed("not tried", f"the function returns {_outline(got)}, not a pytree shaped "
-                      f"like its first argument ({_outline(want)}), and pack rewrites a step "
-                      "whose output matches its state")
-    device = _device(backend)
-    try:
-        with jax.default_device(device):
-            packed = _pack.pack(step, *dynamic)
-            stacked = packed.pack_args(*dynamic)
-    except Exception as err:  # noqa: BLE001 - any refusal is reported, never raised
-        return failed("not tried", _sentence(err))
-    def packed_fn(*xs: Any) -> Any:  # a plain function: jit names it without Packed's repr,
-        return packed(*xs)            # which traces the packed step again (its report)
-
-    packed_fn.__name__ = packed_fn.__qualname__ = f"pack({name})"
-    try:  # tracing the packed program is cheap; running and compiling it may not be
-        with jax.default_device(device):
-            traced_eqns = count_eqns(jax.jit(packed_fn).trace(*stacked).jaxpr)
-        scalar = sorted(packed._graph.scalar)  # what PackReport.scalar lists, without a trace
-    except Exception as err:  # noqa: BLE001
-        return failed("not tried", f"tracing the packed program failed: {_sentence(err)}")
-    if traced_eqns >= eqns:
-        left = f"it leaves {', '.join(scalar)} leaf by leaf here and " if scalar else "it "
-        return failed("no gain", f"{left}gives no fewer equations, so it was neither run nor "
-                      "measured")
-    try:
-        with jax.default_device(device):
-            with jax.disable_jit():  # op by op: the big original is not compiled again
-                expected = jax.block_until_ready(step(*dynamic))
-            produced = jax.block_until_ready(packed.unpack(jax.jit(packed_fn)(*stacked)))
-    except Exception as err:  # noqa: BLE001
-        return failed("not tried", f"running it to compare outputs failed: {_sentence(err)}")
-    difference = _difference(expected, produced)
-    if difference is not None:
-        return failed("changed the result", difference)
-    try:
-        if compile:
-            m, _ = measure_traced(packed_fn, *stacked, runs=1, backend=backend,
-                                  name=packed_fn.__name__)
-            eqns_after, compile_after = m.jaxpr_eqns, m.compile_s
-        else:
-            eqns_after, compile_after = traced_eqns, None
-    except Exception as err:  # noqa: BLE001
-        return failed("not tried", f"measuring the packed program failed: {_sentence(err)}")
-    return PackTrial(status="measured", reason=None, eqns_before=eqns,
-                     compile_s_before=compile_s, eqns_after=eqns_after,
-                     compile_s_after=compile_after)
-
-
-def _outline(treedef: Any) -> str:
-    """A short name for a pytree structure: ``a scalar``, ``a dict of 60 leaves``..."""
-    n = treedef.num_leaves
-    if treedef == jax.tree_util.tree_structure(0):
-        return "a single array"
-    kind = type(jax.tree_util.tree_unflatten(treedef, [0] * n)).__name__
-    return f"a {kind} of {n} {'leaf' if n == 1 else 'leaves'}"
-
-
-def _sentence(err: BaseException) -> str:
-    text = v.describe_error(err) if not isinstance(err, ValueError) else str(err).strip()
-    text = text.splitlines()[0] if text else type(err).__name__
-    return text.removeprefix("pack: ").rstrip(".")
-
-
-def _difference(expected: Any, produced: Any) -> str | None:
-    """``None`` when every leaf agrees (``allclose``), else where and by how much not."""
-    want = jax.tree_util.tree_flatten_with_path(expected)[0]
-    got = jax.tree_util.tree_leaves(produced)
-    if len(want) != len(got):
-        return f"it returned {len(got)} leaves instead of {len(want)}"
-    for (path, a), b in zip(want, got):
-        a, b = np.asarray(a), np.asarray(b)
-        if a.shape != b.shape:
-            return f"leaf {jax.tree_util.keystr(path)} has shape {b.shape} instead of {a.shape}"
-        if not np.allclose(a, b, rtol=PACK_RTOL, atol=PACK_ATOL, equal_nan=True):
-            worst = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-            return (f"leaf {jax.tree_util.keystr(path) or '<root>'} differs by up to "
-                    f"{worst:.3g}")
-    return None
+def _library(via: str | None) -> str:
+    """``equinox`` from ``equinox/_ad.py:1107``: the package a finding's equations came from."""
+    return (via or "a library").split("/", 1)[0].split(":", 1)[0]
 
 
 # -- the one walk over the program ----------------------------------------------------------
-def read_program(closed_jaxpr: Any, limits: Limits) -> Program:
+def read_program(closed_jaxpr: Any, limits: Limits, default: LineKey | None = None) -> Program:
     """Everything the findings need from a jaxpr, in one pass over its equations.
 
-    Per scope (the top jaxpr and each nested body) equations are grouped by source line; the
-    ``BUSY_LINES`` lines with the most equations (and enough to matter) get a second, dependency
-    pass over their scope (:func:`_shape`), so the cost stays linear in the number of equations.
+    Each equation is charged to the user's line (see :mod:`explorer._src.core.blame`; an
+    equation no frame of the user's made goes to ``default``, the user's function). Per scope
+    (the top jaxpr and each nested body) equations are grouped by the line that made them (its
+    origin, a library's line when the user's line called into one); the ``BUSY_LINES`` lines
+    with the most equations (and enough to matter) get a second, dependency pass over their
+    scope (:func:`_shape`), so the cost stays linear in the number of equations.
     """
     counts: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
+    origins: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
+    via: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
     shapes: list[LineShape] = []
     loops: list[_findings.Loop] = []
     constants: list[_findings.Constant] = []
     top_consts = {var: c for var, c in zip(closed_jaxpr.jaxpr.constvars, closed_jaxpr.consts)}
     floor = min(limits.min_repeats, limits.min_chain)
     seen: set[int] = set()
-    for scope in scopes(closed_jaxpr):
+    canon: dict[tuple[str, int], LineKey] = {}
+    for scope, charges in charged_scopes(closed_jaxpr, default):
         lines: dict[LineKey, list] = collections.defaultdict(list)
-        for eqn in scope.eqns:
-            line = line_of(eqn)
-            counts[line][eqn.primitive.name] += 1
+        owners: dict[LineKey, collections.Counter] = collections.defaultdict(
+            collections.Counter)
+        for eqn, charge in zip(scope.eqns, charges):
+            # One key per file:line: a genexpr and the sum() around it are one line of code.
+            line = canon.setdefault(charge.origin[:2], charge.origin)
+            user = canon.setdefault(charge.user[:2], charge.user)
+            counts[user][eqn.primitive.name] += 1
+            origins[line][eqn.primitive.name] += 1
+            if line != user:
+                via[user][line] += 1
             lines[line].append(eqn)
+            owners[line][user] += 1
             if top_consts:
                 for var in eqn.invars:
                     if not isinstance(var, jex_core.Literal) and var in top_consts:
-                        constants.append(_findings.Constant.of(top_consts.pop(var), line))
+                        constants.append(_findings.Constant.of(top_consts.pop(var), user))
             for param in eqn.params.values():
                 for closed in (param if isinstance(param, (tuple, list)) else (param,)):
                     if isinstance(closed, jex_core.ClosedJaxpr) and id(closed) not in seen:
                         seen.add(id(closed))  # a body shared by several equations counts once
-                        constants.extend(_findings.Constant.of(c, line) for c in closed.consts)
+                        constants.extend(_findings.Constant.of(c, user) for c in closed.consts)
             if eqn.primitive.name in ("scan", "while"):
-                loops.append(_findings.Loop.of(eqn, line))
-        busy = sorted((e for e in lines.values() if len(e) >= floor), key=len, reverse=True)
-        shapes.extend(_shape(scope, line_of(eqns[0]), eqns) for eqns in busy[:BUSY_LINES])
+                loops.append(_findings.Loop.of(eqn, line, user))
+        busy = sorted(((line, e) for line, e in lines.items() if len(e) >= floor),
+                      key=lambda item: len(item[1]), reverse=True)
+        shapes.extend(_shape(scope, line, eqns, owners[line].most_common(1)[0][0])
+                      for line, eqns in busy[:BUSY_LINES])
     constants.extend(_findings.Constant.of(c, None) for c in top_consts.values())  # unused ones
     return Program(counts=dict(counts), shapes=tuple(shapes), loops=tuple(loops),
-                   constants=tuple(constants))
+                   constants=tuple(constants), origins=dict(origins),
+                   via={k: collections.Counter(c) for k, c in via.items()})
 
 
 def _operands(eqn: Any) -> tuple:
     return tuple(var for var in eqn.invars if not isinstance(var, jex_core.Literal))
 
 
-def _shape(scope: Any, line: LineKey, members: list) -> LineShape:
+def _shape(scope: Any, line: LineKey, members: list, user: LineKey | None = None) -> LineShape:
     """How one line's equations connect, from one pass over the scope in program order.
 
     The depth of an equation of the line is how many equations of the line lie on the longest
@@ -470,7 +400,7 @@ def _shape(scope: Any, line: LineKey, members: list) -> LineShape:
     # (as under grad) would overcount, so the step count is the smallest recurrence.
     recurrences = [n for n in collections.Counter(p for p, _ in layers).values() if n > 1]
     return LineShape(
-        line=line, eqns=len(members), chain=max(d for _, d in layers),
+        line=line, user=user or line, eqns=len(members), chain=max(d for _, d in layers),
         steps=min(recurrences, default=1), width=len(widest), width_primitive=prim,
         width_distinct=len(set(widest)), fresh_inputs=len(fresh),
         transposed=any("transpose" in str(e.source_info.name_stack) for e in members),
@@ -515,11 +445,8 @@ def _diagnose_sizes(fn: Callable, make_args: Callable, sizes: tuple[int, ...],
         columns=["metric", "k", "c", "r2", "points", "n_min", "n_max"])
     projection = None
     if compile:
-        fit = fit_power_law(table["size"], table["compile_s"])
-        if fit is not None:
-            size = PROJECTION_FACTOR * max(sizes)
-            projection = Projection(size=size, compile_s=fit["c"] * size ** fit["k"], k=fit["k"],
-                                    r2=fit["r2"], fitted_sizes=sizes)
+        projection = project(table["size"], table["jaxpr_eqns"], table["compile_s"],
+                             MAX_FACTOR * max(sizes))
     last = found[-1][1]
     findings = tuple(_findings.with_growth(f, [(n, d.top_lines) for n, d in found])
                      for f in last.findings)

@@ -16,11 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.blame import LineKey
-from ..core.measure import count_eqns
-
+from ..core.blame import LineKey, short_file
 from ..core.fits import fit_power_law, format_exponent
-
+from ..core.measure import count_eqns
 
 KINDS = ("many-arguments", "per-leaf-repetition", "unrolled-loop", "large-constants",
          "many-carry-leaves", "large-unroll")
@@ -47,6 +45,8 @@ class Finding:
         remedy: a sentence, a blank line, and a short code sketch.
         saving: what the remedy saves; starts with ``"measured"`` (figures of this program)
             or ``"estimate"`` (a projection, or figures from elsewhere, named).
+        via: when the equations were made inside a library your line calls
+            (``"equinox/_ad.py:1107"``), that library line; ``None`` for your own code.
     """
 
     kind: str
@@ -54,6 +54,7 @@ class Finding:
     where: str | None
     remedy: str
     saving: str
+    via: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +72,8 @@ class Limits:
 class LineShape:
     """How the equations of one source line in one jaxpr scope depend on each other."""
 
-    line: LineKey
+    line: LineKey            # the line that made the equations (a library's, or the user's)
+    user: LineKey            # the user's line they are charged to (``line`` for own code)
     eqns: int
     chain: int               # most equations of the line on one dependency path
     steps: int               # fewest distinct depths of a primitive recurring on the line
@@ -88,6 +90,7 @@ class Loop:
     """A ``scan`` or ``while`` equation: how much it carries and how often its body is copied."""
 
     line: LineKey
+    user: LineKey
     primitive: str
     carry: int
     length: int | None
@@ -95,15 +98,16 @@ class Loop:
     body_eqns: int
 
     @classmethod
-    def of(cls, eqn: Any, line: LineKey) -> Loop:
+    def of(cls, eqn: Any, line: LineKey, user: LineKey | None = None) -> Loop:
         params = eqn.params
         if eqn.primitive.name == "scan":
             unroll = params.get("unroll", 1)
             length = int(params["length"])
             unroll = length if unroll is True else max(int(unroll), 1)
-            return cls(line, "scan", int(params["num_carry"]), length, unroll,
+            return cls(line, user or line, "scan", int(params["num_carry"]), length, unroll,
                        count_eqns(params["jaxpr"]))
-        return cls(line, "while", len(eqn.outvars), None, 1, count_eqns(params["body_jaxpr"]))
+        return cls(line, user or line, "while", len(eqn.outvars), None, 1,
+                   count_eqns(params["body_jaxpr"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,17 +129,20 @@ class Constant:
 class Program:
     """The facts one walk over a jaxpr gathers (see ``_diagnose.read_program``)."""
 
-    counts: dict[LineKey, collections.Counter]
+    counts: dict[LineKey, collections.Counter]   # per user line (the blame table)
     shapes: tuple[LineShape, ...]
     loops: tuple[Loop, ...]
     constants: tuple[Constant, ...]
+    origins: dict[LineKey, collections.Counter] = dataclasses.field(default_factory=dict)
+    via: dict[LineKey, collections.Counter] = dataclasses.field(default_factory=dict)
 
     @property
     def constant_bytes(self) -> int:
         return sum(c.nbytes for c in self.constants)
 
     def line_eqns(self, line: LineKey) -> int:
-        return sum(self.counts.get(line, {}).values())
+        """Equations the line made itself (its origin count; the user count without origins)."""
+        return sum((self.origins or self.counts).get(line, {}).values())
 
 
 # -- formatting helpers ----------------------------------------------------------------------
@@ -210,8 +217,16 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
         if r.width >= limits.min_repeats and r.width_distinct >= limits.min_repeats:
             if r.line not in best or r.width > best[r.line].width:
                 best[r.line] = r
+    # A library line's repetition is charged to the user's line that called it: one finding
+    # per user line, for its biggest library line.
+    library: dict[LineKey, LineShape] = {}
+    for r in best.values():
+        if r.user != r.line and (r.user not in library or program.line_eqns(r.line)
+                                 > program.line_eqns(library[r.user].line)):
+            library[r.user] = r
+    kept = [r for r in best.values() if r.user == r.line] + list(library.values())
     found = []
-    for r in sorted(best.values(), key=lambda r: -program.line_eqns(r.line)):
+    for r in sorted(kept, key=lambda r: -program.line_eqns(r.line)):
         line_eqns = program.line_eqns(r.line)
         repeats = math.gcd(*r.mix.values())
         if repeats >= limits.min_repeats and r.width % repeats == 0:
@@ -221,24 +236,20 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
             repeats = r.width
             what = f"{repeats} `{r.width_primitive}` equations side by side"
         after = math.ceil(line_eqns / repeats)
+        if r.user != r.line:
+            found.append(_library_repetition(r, what, line_eqns, total_eqns, n_leaves, after))
+            continue
+        summed = _sums(r, repeats)
         found.append(Finding(
             kind="per-leaf-repetition",
-            message=(f"{_at(r.line)} repeats {what}, each reading other values: {line_eqns} of "
-                     f"the program's {total_eqns} equations ({_leaves(n_leaves)} cross the "
-                     "boundary). A Python loop over names or leaves inside the traced function, "
-                     f"the pattern of {JAX_4667}."),
+            message=(f"{_at(r.line)} repeats {what}, each reading other values"
+                     + (", and adds them up one at a time" if summed else "")
+                     + f": {line_eqns} of the program's {total_eqns} equations "
+                     f"({_leaves(n_leaves)} cross the boundary). A Python "
+                     f"{'sum' if summed else 'loop'} over names or leaves inside the traced "
+                     f"function, the pattern of {JAX_4667}."),
             where=where(r.line),
-            remedy=("Compute every name at once on one array: let explorer.pack rewrite the "
-                    "per-name step as it is (its output shaped like its first argument), or "
-                    "hold the state as an explorer.NamedArray and write the step group-wise.\n\n"
-                    "# before: one set of equations per name\n"
-                    "new = {k: 0.999 * s[k] + 1e-3 * p[k] for k in s}\n"
-                    "# after: the same step, packed once outside jit\n"
-                    "packed = explorer.pack(step, s, p)\n"
-                    "x, theta = packed.pack_args(s, p)\n"
-                    "new = packed.unpack(jax.jit(packed)(x, theta))\n"
-                    "# or group-wise, one set for the whole group\n"
-                    "new = s.replace(x=0.999 * s[\"x\"] + 1e-3 * p[\"rate\"])"),
+            remedy=_SUM_REMEDY if summed else _PACK_REMEDY,
             saving=(f"estimate: vectorised, this line's {line_eqns} equations become about "
                     f"{after}, {_percent(line_eqns - after, total_eqns)} of the program's "
                     "equations."),
@@ -246,29 +257,108 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
     return _capped(found)
 
 
+_PACK_REMEDY = (
+    "Compute every name at once on one array: let explorer.pack rewrite the per-name step as it "
+    "is (its output shaped like its first argument), or hold the state as an "
+    "explorer.NamedArray and write the step group-wise.\n\n"
+    "# before: one set of equations per name\n"
+    "new = {k: 0.999 * s[k] + 1e-3 * p[k] for k in s}\n"
+    "# after: the same step, packed once outside jit\n"
+    "packed = explorer.pack(step, s, p)\n"
+    "x, theta = packed.pack_args(s, p)\n"
+    "new = packed.unpack(jax.jit(packed)(x, theta))\n"
+    "# or group-wise, one set for the whole group\n"
+    "new = s.replace(x=0.999 * s[\"x\"] + 1e-3 * p[\"rate\"])")
+
+_SUM_REMEDY = (
+    "Reduce once over one array instead of adding the leaves one by one: hold the values as "
+    "one array (an explorer.NamedArray, or jax.flatten_util.ravel_pytree once, outside jit) "
+    "and call jnp.sum on it.\n\n"
+    "# before: one set of equations and one add per name\n"
+    "total = sum(0.9 * s[k] + 0.1 * p[k] for k in s)\n"
+    "# after: the names stacked once, outside jit; one reduction inside\n"
+    "x, _ = jax.flatten_util.ravel_pytree(s)\n"
+    "theta, _ = jax.flatten_util.ravel_pytree(p)\n"
+    "total = jnp.sum(0.9 * x + 0.1 * theta)")
+
+_LIBRARY_REMEDY = (
+    "Give the library one array instead of a pytree of many leaves: flatten the state once "
+    "(jax.flatten_util.ravel_pytree, or hold it as an explorer.NamedArray) and let the "
+    "function you pass it work on that array (explorer.pack rewrites a per-name function for "
+    "you).\n\n"
+    "# before (for example an ODE solve): a dict of N leaves through the solver\n"
+    "sol = diffrax.diffeqsolve(diffrax.ODETerm(f), solver, t0, t1, dt0, y0)\n"
+    "# after: one array through the solver\n"
+    "flat0, unravel = jax.flatten_util.ravel_pytree(y0)\n"
+    "def f_flat(t, y, args):\n"
+    "    return jax.flatten_util.ravel_pytree(f(t, unravel(y), args))[0]\n"
+    "sol = diffrax.diffeqsolve(diffrax.ODETerm(f_flat), solver, t0, t1, dt0, flat0)")
+
+
+def _sums(r: LineShape, repeats: int) -> bool:
+    """Whether a per-leaf line also folds its repeats into one value (``sum(... for k in s)``):
+    about one ``add`` per repeat, chained."""
+    return r.mix.get("add", 0) >= repeats - 1 and r.chain >= max(2, repeats // 2)
+
+
+def _library_repetition(r: LineShape, what: str, line_eqns: int, total_eqns: int,
+                        n_leaves: int, after: int) -> Finding:
+    via = library_line(r.line)
+    return Finding(
+        kind="per-leaf-repetition",
+        message=(f"{_at(r.user)} calls library code that repeats {what} once per leaf of the "
+                 f"pytree it is given, at {via}: {line_eqns} of the program's {total_eqns} "
+                 f"equations ({_leaves(n_leaves)} cross the boundary). The library handles "
+                 f"each leaf of your state on its own; its code is not yours to change, what "
+                 "you pass it is."),
+        where=where(r.user),
+        remedy=_LIBRARY_REMEDY,
+        saving=(f"estimate: with one array, these {line_eqns} equations become about {after}, "
+                f"{_percent(line_eqns - after, total_eqns)} of the program's equations."),
+        via=via,
+    )
+
+
+def library_line(line: LineKey) -> str:
+    """``equinox/_ad.py:1107``: a library's line as its import path shows it."""
+    return f"{short_file(line[0])}:{line[1]}"
+
+
 def with_pack(finding: Finding, trial: Any) -> Finding:
-    """``finding`` with what trying ``explorer.pack`` gave (a ``_diagnose.PackTrial``): the
-    measured ratios as its saving, or, after the estimate, one sentence on why there are none."""
+    """``finding`` with what trying the explorer's rewrite gave (a ``trial.PackTrial``): the
+    measured figures as its saving, or, after the estimate, one sentence on why there are none.
+    A compile-time gain is only claimed beyond the spread of interleaved repeats."""
+    name = getattr(trial, "rewrite", "explorer.pack")
     if trial.status == "measured":
         before, after = trial.eqns_before, trial.eqns_after
-        fewer = _ratio(before, after, "fewer")
-        saving = (f"measured: explorer.pack on the whole function (outputs checked equal to the "
-                  f"original's) gives {before:,} → {after:,} equations ({fewer})")
-        if trial.compile_s_before is not None and trial.compile_s_after is not None:
-            faster = _ratio(trial.compile_s_before, trial.compile_s_after, "faster")
+        saving = (f"measured: {name} on the whole function (outputs checked equal to the "
+                  f"original's) gives {before:,} → {after:,} equations "
+                  f"({_ratio(before, after, 'fewer')})")
+        if trial.verdict in ("faster", "slower"):
+            n = min(len(trial.compile_before), len(trial.compile_after))
             saving += (f", compile {_seconds(trial.compile_s_before)} → "
-                       f"{_seconds(trial.compile_s_after)} cold ({faster})")
-        else:
-            saving += "; compile time not measured (compile=False)"
+                       f"{_seconds(trial.compile_s_after)} cold (medians of {n} interleaved "
+                       f"repeats each; {_ratio(trial.compile_s_before, trial.compile_s_after, 'faster')}"
+                       ", beyond their spread)")
+        elif trial.verdict is not None:
+            saving += (f"; its cold compile time ({_span(trial.compile_after)}) differs from "
+                       f"the original's ({_span(trial.compile_before)}) by no more than the "
+                       "spread of their interleaved repeats")
+        elif trial.reason:
+            saving += f"; {trial.reason}"
         return dataclasses.replace(finding, saving=saving + ".")
     if trial.status == "no gain":
-        note = f" explorer.pack was tried but does not help here: {trial.reason}."
+        note = f" {name} was tried but does not help here: {trial.reason}."
     elif trial.status == "changed the result":
-        note = (f" explorer.pack changed the result ({trial.reason}), so no measured ratio is "
+        note = (f" {name} changed the result ({trial.reason}), so no measured ratio is "
                 "reported.")
     else:
-        note = f" explorer.pack could not be tried: {trial.reason}."
+        note = f" {name} could not be tried: {trial.reason}."
     return dataclasses.replace(finding, saving=finding.saving + note)
+
+
+def _span(values: Sequence[float]) -> str:
+    return f"{_seconds(min(values))} to {_seconds(max(values))}" if values else "n/a"
 
 
 def _ratio(before: float, after: float, better: str) -> str:
@@ -291,6 +381,8 @@ def _unrolled_loop(program: Program, limits: Limits, total_eqns: int,
                    per_leaf: set[str | None]) -> list[Finding]:
     best: dict[LineKey, LineShape] = {}
     for r in program.shapes:
+        if r.user != r.line:
+            continue  # a loop in a library's own code (diffrax's fixed stages): not the user's
         if r.chain < limits.min_chain or (where(r.line) in per_leaf and _accumulates(r)):
             continue  # a per-leaf line summing its own repeats (as its backward pass does)
         if r.line not in best or r.chain > best[r.line].chain:
@@ -362,16 +454,19 @@ def _large_constants(program: Program, limits: Limits, hlo_bytes: int) -> list[F
 def _many_carry_leaves(program: Program, limits: Limits) -> list[Finding]:
     found, lines = [], set()
     for loop in sorted(program.loops, key=lambda lp: -lp.carry):
-        if loop.carry < limits.max_leaves or loop.line in lines:
+        if loop.carry < limits.max_leaves or loop.user in lines:
             continue  # one finding per line: a scan and its transpose share it under grad
-        lines.add(loop.line)
+        lines.add(loop.user)
+        inside = (f" (inside the library, at {library_line(loop.line)})"
+                  if loop.user != loop.line else "")
         found.append(Finding(
             kind="many-carry-leaves",
-            message=(f"a `{loop.primitive}` at {_at(loop.line)} carries {loop.carry} separate "
+            message=(f"a `{loop.primitive}` at {_at(loop.user)}{inside} carries {loop.carry} separate "
                      f"arrays from one iteration to the next (threshold {limits.max_leaves}); "
                      "compile time grows with the number of loop-carried arrays "
                      "(jax-ml/jax#3596)."),
-            where=where(loop.line),
+            where=where(loop.user),
+            via=library_line(loop.line) if inside else None,
             remedy=("Carry one stacked array instead of a pytree of many: explorer.NamedArray "
                     "keeps the names, or ravel_pytree once before the loop.\n\n"
                     "init = explorer.NamedArray.from_groups({\"x\": x0, \"v\": v0})\n"
@@ -386,8 +481,8 @@ def _large_unroll(program: Program, limits: Limits) -> list[Finding]:
     found = []
     for loop in program.loops:
         copies = min(loop.unroll, loop.length or 1)
-        if loop.unroll < limits.max_unroll or copies < 2:
-            continue
+        if loop.unroll < limits.max_unroll or copies < 2 or loop.user != loop.line:
+            continue  # (an unroll inside a library is the library's choice)
         found.append(Finding(
             kind="large-unroll",
             message=(f"a `scan` at {_at(loop.line)} has unroll={loop.unroll} over length "

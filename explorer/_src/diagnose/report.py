@@ -60,7 +60,9 @@ def text(d: Any) -> str:
         out.append("top lines (equations):")
         for row in d.top_lines.head(TOP_LINES_TEXT).itertuples():
             place = f"{os.path.basename(row.file)}:{row.line}" if row.line else row.file
-            out.append(f"  {row.eqns:>7}  {place}  {row.code[:70]}")
+            out.append(f"  {row.eqns:>7}  {place}  {row.code[:60]}  [{row.primitives}]")
+            if getattr(row, "via", ""):
+                out.append(f"           via {row.via}")
     if d.sizes is not None:
         ks = {r.metric: r.k for r in d.exponents.itertuples()}
         grown = ", ".join(f"{m} k={format_exponent(k)}" for m, k in ks.items())
@@ -170,7 +172,8 @@ def _chart(xs: list, ys: list, label: str, fit: Any, projection: Any) -> str:
         return ""
     w, h, pad = 240, 150, 30
     all_x = [p[0] for p in points] + ([projection.size] if projection else [])
-    all_y = [p[1] for p in points] + ([projection.compile_s] if projection else [])
+    all_y = [p[1] for p in points] + ([projection.low_s, projection.high_s] if projection
+                                      else [])
     lx0, lx1 = math.log10(min(all_x)), math.log10(max(all_x))
     ly0, ly1 = math.log10(min(all_y)), math.log10(max(all_y))
     lx1, ly1 = max(lx1, lx0 + 1e-9), max(ly1, ly0 + 1e-9)
@@ -183,20 +186,19 @@ def _chart(xs: list, ys: list, label: str, fit: Any, projection: Any) -> str:
 
     parts = [f'<rect x="{pad}" y="{pad}" width="{w - 2 * pad}" height="{h - 2 * pad}" '
              'fill="none" stroke="#ccc"/>']
-    if fit is not None:
-        x_end = projection.size if projection else max(xs)
-        x0 = min(p[0] for p in points)
+    if fit is not None and projection is None:  # a power law, drawn over the measured sizes
+        x0, x_end = min(p[0] for p in points), max(p[0] for p in points)
         y0, y1 = fit.c * x0 ** fit.k, fit.c * x_end ** fit.k
-        dash = ' stroke-dasharray="4 3"' if projection else ""
         parts.append(f'<line x1="{sx(x0):.1f}" y1="{sy(y0):.1f}" x2="{sx(x_end):.1f}" '
-                     f'y2="{sy(y1):.1f}" stroke="#2c7fb8"{dash}/>')
+                     f'y2="{sy(y1):.1f}" stroke="#2c7fb8"/>')
     parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="#2c7fb8"/>'
               for x, y in points]
-    if projection:
-        parts.append(f'<circle cx="{sx(projection.size):.1f}" cy="{sy(projection.compile_s):.1f}" '
-                     'r="4" fill="none" stroke="#c0392b"><title>projection, not measured</title>'
-                     "</circle>")
-    k = f" (k={format_exponent(fit.k)})" if fit is not None else ""
+    if projection:  # a range at the projected size, not a point
+        x = sx(projection.size)
+        parts.append(f'<line x1="{x:.1f}" y1="{sy(projection.low_s):.1f}" x2="{x:.1f}" '
+                     f'y2="{sy(projection.high_s):.1f}" stroke="#c0392b" stroke-width="3">'
+                     "<title>projected range, not measured</title></line>")
+    k = f" (k={format_exponent(fit.k)})" if fit is not None and projection is None else ""
     parts.append(f'<text x="{pad}" y="18" font-size="12">{_e(label)}{_e(k)}</text>')
     parts.append(f'<text x="{pad}" y="{h - 8}" font-size="10">size {_cell(min(all_x))}</text>')
     parts.append(f'<text x="{w - pad}" y="{h - 8}" font-size="10" text-anchor="end">'
@@ -246,6 +248,9 @@ def write_html(d: Any, path: str | os.PathLike) -> Path:
         raise ValueError(f"{target} exists and is not a diagnose report; choose another name")
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".diagnose-", suffix=".html")
     try:
+        # mkstemp makes the file 0600; a report is an ordinary file (the umask's mode, as
+        # open() would give), readable by whoever the folder lets read it.
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(html_document(d))
         os.replace(tmp, target)
@@ -253,6 +258,12 @@ def write_html(d: Any, path: str | os.PathLike) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask sets it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 def _is_ours(path: Path) -> bool:

@@ -404,3 +404,71 @@ def test_lanes_reused_out_of_order_are_computed_again():
     p = {k: np.float32(v) for k, v in zip(keys, rng.uniform(0.5, 2, 2 * n))}
     packed = _check(step, s, p)
     _grads_match(packed, step, s, p)
+
+
+# -- like=: any argument order, outputs of any structure, leaves of several shapes ----------
+
+def test_like_packs_mixed_shapes_and_keeps_the_numbers():
+    rng = np.random.default_rng(4)
+    s = {f"b{i}": {"angle": np.float32(rng.normal()), "pos": rng.normal(size=3).astype(np.float32)}
+         for i in range(6)}
+    p = {f"b{i}": np.float32(rng.uniform(0.1, 0.5)) for i in range(6)}
+
+    def step(s, p):
+        return {k: {"angle": v["angle"] * p[k], "pos": v["pos"] + jnp.sin(v["angle"])}
+                for k, v in s.items()}
+
+    with pytest.raises(ValueError, match="like=0"):
+        pack(step, s, p)
+    f = pack(step, s, p, like=0)
+    x, theta = f.pack_args(s, p)
+    assert [a.shape for a in x] == [(6,), (6, 3)] and theta.shape == (6,)
+    out = jax.jit(f)(x, theta)                     # plain JAX on stacked arrays
+    assert [a.shape for a in out] == [(6,), (6, 3)]
+    got = f.unpack(out)
+    want = step(s, p)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_like_none_packs_a_scalar_loss_and_its_gradient():
+    step, s, p = _chain(12)
+
+    def loss(p, s):
+        return sum(v ** 2 for v in step(s, p))
+
+    f = pack(loss, p, s, like=None)
+    theta, x = f.pack_args(p, s)
+    np.testing.assert_allclose(f(theta, x), loss(p, s), rtol=1e-5)
+    g = jax.grad(f)(theta, x)
+    np.testing.assert_allclose(g, jnp.stack(jax.grad(loss)(p, s)), rtol=1e-4, atol=1e-6)
+    assert f.report.eqns_after < f.report.eqns_before
+
+
+def test_a_diffrax_vector_field_packs_and_its_packed_state_goes_to_diffeqsolve():
+    diffrax = pytest.importorskip("diffrax")
+    n = 8
+    names = [f"T_{i}" for i in range(n)]
+
+    def field(t, y, args):            # heat along a chain of names, the state second
+        out = {}
+        for i, k in enumerate(names):
+            left = y[names[i - 1]] if i else 0.0
+            right = y[names[i + 1]] if i + 1 < n else 0.0
+            out[k] = args["k"] * (left - 2 * y[k] + right) + 0.01 * t
+        return out
+
+    y0 = {k: np.float32(np.sin(i)) for i, k in enumerate(names)}
+    args = {"k": np.float32(0.3)}
+    f = pack(field, np.float32(0.0), y0, args, like=1)
+    _, y0_packed, args_packed = f.pack_args(np.float32(0.0), y0, args)
+    assert y0_packed.shape == (n,)
+
+    def solve(vf, y):
+        return diffrax.diffeqsolve(diffrax.ODETerm(vf), diffrax.Tsit5(), 0.0, 1.0, 0.1, y,
+                                   args=args_packed if vf is f else args).ys
+
+    got = f.unpack(solve(f, y0_packed)[-1])
+    want = solve(field, y0)
+    for k in names:
+        np.testing.assert_allclose(got[k], want[k][-1], rtol=1e-5, atol=1e-6)

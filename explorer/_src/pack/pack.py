@@ -45,6 +45,7 @@ from jax import lax
 from jax.extend import core as jex_core
 
 from ..util.validate import describe_error
+from .general import pack_function
 from .step_emit import _Emitter
 from .step_graph import Kind, _complete_outputs, _Graph, _Node
 from .step_layout import _assemble, _choose_layouts, _merge_groups, _take
@@ -111,7 +112,8 @@ def _leaf_specs(tree, what: str):
             raise ValueError(
                 f"pack: {what} leaf {_path(path)} has shape {np.shape(leaf)} and dtype "
                 f"{leaf.dtype}, the first leaf {_path(arrays[0][0])} has {shape} and {dtype}: "
-                "leaves must share a shape and dtype to stack")
+                "leaves must share a shape and dtype to stack (pack(..., like=0) packs "
+                "leaves of several shapes)")
     return treedef, [a for _, a in arrays], shape, dtype
 
 
@@ -121,7 +123,8 @@ def _structure_error(got, want, what: str) -> str:
     want_paths = [_path(p) for p, _ in jax.tree_util.tree_flatten_with_path(want_tree)[0]]
     for g, w in zip(got_paths, want_paths):
         if g != w:
-            return f"pack: {what} has leaf {g} where the state has {w}"
+            return (f"pack: {what} has leaf {g} where the state has {w} (pack(..., like=None) "
+                    "packs outputs of any structure)")
     if len(got_paths) > len(want_paths):
         return f"pack: {what} has extra leaf {got_paths[len(want_paths)]}"
     if len(got_paths) < len(want_paths):
@@ -315,7 +318,7 @@ def _count_eqns(jaxpr) -> int:
 
 
 
-def pack(step: Callable, *example_args) -> Packed:
+def pack(step: Callable, *example_args, like: int | str | None = "step"):
     """Vectorise a per-name ``step(state, params)`` so its program does not grow with names.
 
     Args:
@@ -324,6 +327,12 @@ def pack(step: Callable, *example_args) -> Packed:
         *example_args: Example pytrees (``state, params``). Within each argument all leaves
             must share one shape and dtype; scalars stack to a vector, ``(d,)`` leaves to an
             ``(n, d)`` matrix. Their values are not kept, only their structure.
+        like: ``"step"`` (the default) for the contract above. An argument index ``k`` packs
+            any function whose output is shaped like argument ``k`` (``like=1`` for a diffrax
+            vector field ``f(t, y, args)``), ``None`` any function at all; either way leaves
+            of several shapes and dtypes each get their stacked array: a
+            :class:`~explorer._src.pack.general.PackedFunction`, packed by
+            :func:`explorer.jit`'s passes (scans and loops inside included).
 
     Returns:
         A :class:`Packed` step: ``x, theta = p.pack_args(state, params)``; ``p(x, theta)``;
@@ -338,6 +347,8 @@ def pack(step: Callable, *example_args) -> Packed:
         raise ValueError(f"pack: step must be callable, got {type(step).__name__}")
     if not example_args:
         raise ValueError("pack: give example arguments, e.g. pack(step, state, params)")
+    if like != "step":
+        return pack_function(step, example_args, like)
     treedefs, specs, paths = [], [], []
     for k, arg in enumerate(example_args):
         treedef, leaves, shape, dtype = _leaf_specs(arg, f"argument {k}")

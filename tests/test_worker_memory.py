@@ -159,3 +159,36 @@ def test_a_sweep_under_a_limit_stores_out_of_memory_and_goes_on(capsys, tmp_path
         (50_000, 10, "ok"), (50_000, 10_000, "oom"), (100_000, 10, "ok"),
         (100_000, 10_000, "oom")]
     assert all("memory limit of 3 GiB" in e for e in rows[rows["status"] == "oom"]["error"])
+
+
+def test_every_out_of_memory_form_is_oom():
+    """XLA's ``RESOURCE_EXHAUSTED: Out of memory allocating ...``, ENOMEM and a C++ bad_alloc
+    say out of memory as ``MemoryError`` does; other failures do not."""
+    import _memory_jobs  # noqa: PLC0415
+
+    for kind in ("xla", "enomem", "bad_alloc"):
+        with pytest.raises(Exception) as err:
+            _memory_jobs.raise_like(kind)
+        assert _worker.out_of_memory(err.value), kind
+    assert _worker.out_of_memory(MemoryError())
+    with pytest.raises(ValueError) as err:
+        _memory_jobs.raise_like("other")
+    assert not _worker.out_of_memory(err.value)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux")
+def test_xla_out_of_memory_under_the_cap_is_oom_naming_the_cap():
+    """A 3 GiB XLA buffer under a 3 GiB cap: XLA raises RESOURCE_EXHAUSTED (not MemoryError);
+    the job fails as out of memory naming the cap and the next job runs in a new worker."""
+    import _memory_jobs  # noqa: PLC0415
+
+    ex = explorer.WorkerExecutor(memory_limit_bytes=3 * GIB, env={"JAX_PLATFORMS": "cpu"})
+    try:
+        with pytest.raises(explorer.WorkerOutOfMemory) as err:
+            ex.submit(_memory_jobs.allocate_with_jax, 3).result(timeout=300)
+        text = one_line(str(err.value))
+        assert "RESOURCE_EXHAUSTED" in text and "memory limit of 3 GiB" in text
+        assert ex.submit(_memory_jobs.allocate_with_jax, 0.01).result(timeout=300) == 2.0
+    finally:
+        ex.shutdown()

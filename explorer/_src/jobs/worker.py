@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import errno
 import itertools
 import os
 import queue
@@ -402,13 +403,36 @@ class WorkerExecutor(cf.Executor):
         if value[0] == "ok":
             return "result", value[1]
         err = value[1]
-        if isinstance(err, MemoryError):
+        if out_of_memory(err):
             self._kill_process()  # its heap may be in any state
             under = (f" under its memory limit of {self.memory_limit_bytes / 2**30:.3g} GiB"
                      if self.memory_limit_bytes else "")
+            said = "" if isinstance(err, MemoryError) else f" ({_first_line(err)})"
             return "exception", WorkerOutOfMemory(
-                f"{job.label}: out of memory in the worker{under}; the worker was replaced")
+                f"{job.label}: out of memory in the worker{under}{said}; the worker was "
+                "replaced")
         return "exception", err
+
+
+# How an allocation that failed reads when it does not come as MemoryError: XLA's
+# "RESOURCE_EXHAUSTED: Out of memory allocating N bytes" (a JaxRuntimeError), a C++
+# std::bad_alloc, the system's ENOMEM.
+_OUT_OF_MEMORY = ("resource_exhausted", "out of memory", "bad_alloc", "cannot allocate memory")
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether ``err``, raised by a job, says it ran out of memory (in any of its forms)."""
+    if isinstance(err, MemoryError):
+        return True
+    if isinstance(err, OSError) and err.errno == errno.ENOMEM:
+        return True
+    text = f"{type(err).__name__}: {err}".lower()
+    return any(words in text for words in _OUT_OF_MEMORY)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 class _Pipes:

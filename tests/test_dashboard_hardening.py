@@ -457,3 +457,77 @@ def test_five_sessions_sweeping_at_once_get_every_result_once(browser, served_ex
     finally:
         for context in contexts:
             context.close()
+
+
+# -- 5. a room's careless clicks (issue "Trust under real use") --------------------------------
+
+def test_run_pressed_again_with_bad_input_never_sticks_on_queued(page, served_explorer):
+    """The browser says only "pressed" before the server answers; each press gets its refusal
+    (the second one too), and fixing the input takes the refusal and its alert away."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    errors = _page_errors(page)
+    _open(page, served_explorer.url)
+    _set(page, "or any N", "0")
+    run = page.get_by_role("button", name="Run", exact=True)
+    for press in (1, 2):
+        run.click()
+        expect(page.locator(".markdown", has_text="not started")).to_be_visible()
+        status = _status(page)
+        assert "queued" not in status and "n_states" in status, (press, status)
+        assert ("again" in status) == (press == 2), status
+    assert "Bad input" in (_alert_text(page) or "")
+    _set(page, "or any N", "1")
+    expect(page.locator(".alert")).to_be_hidden()
+    expect(page.locator(".markdown", has_text="Ready: press Run")).to_be_visible()
+    _shot(page, "hardening-bad-input-fixed.png")
+    _assert_no_traceback(page, served_explorer)
+    assert errors == [], errors
+
+
+def test_programs_of_a_row_never_measured_ask_first(page, served_explorer):
+    """A cancelled row's programs: the page says it compiles the case first and waits for the
+    go; the go shows them."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    store = explorer.Store(served_explorer.db)
+    row_id = store.add({"problem": "decay", "representation": "array", "n_states": 1,
+                        "horizon": 4, "target": "loss", "unroll": 1, "backend": "cpu",
+                        "status": "cancelled", "error": "WorkerCancelled: cancelled",
+                        "finished_at": time.time()}, None)
+    errors = _page_errors(page)
+    _open(page, served_explorer.url)
+    status_filter = page.locator('.tabulator-col[tabulator-field="status"] input')
+    status_filter.fill("cancelled")
+    status_filter.press("Enter")
+    page.locator(".tabulator-row", has_text="cancelled").first.click()
+    page.locator(".bk-tab", has_text="Programs").click()
+    page.get_by_role("button", name="Show programs of the selected row").click()
+    go = page.get_by_role("button", name="Compile it and show its programs")
+    expect(go).to_be_visible()
+    expect(page.get_by_text("never measured", exact=False).first).to_be_visible()
+    assert f"row {row_id}: waiting for your go" in _status(page), _status(page)
+    _shot(page, "hardening-programs-ask-first.png")
+    go.click()
+    expect(page.get_by_text(re.compile(r"Programs of:.*array N=1"))).to_be_visible(
+        timeout=RUN_MS)
+    expect(go).to_be_hidden()
+    _assert_no_traceback(page, served_explorer)
+    assert errors == [], errors
+
+
+def test_the_exported_plots_ask_nothing_of_the_network(page, served_explorer, tmp_path):
+    """The plots' HTML export downloaded from a served page, opened with the network cut off:
+    every plot drawn, no request to any host (it asked cdn.holoviz.org for a stylesheet)."""
+    from _offline import open_offline  # noqa: PLC0415
+
+    _open(page, served_explorer.url)
+    with page.expect_download(timeout=RUN_MS) as download:
+        page.get_by_role("button", name="Export plots (standalone HTML)").click()
+    saved = tmp_path / "plots.html"
+    download.value.save_as(saved)
+    ARTIFACTS.mkdir(exist_ok=True)
+    asked, figures, console = open_offline(saved, ARTIFACTS / "hardening-export-offline.png",
+                                           browser=page.context.browser)
+    assert asked == [], asked
+    assert figures == 4 and console == [], (figures, console)

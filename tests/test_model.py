@@ -3,6 +3,7 @@ results and at the plot objects. Sizes are tiny so a case takes well under a sec
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -324,6 +325,22 @@ def test_export_html_is_standalone(model):
     html = model.html_bytes()
     assert html.startswith(b"<!DOCTYPE html>") or b"<html" in html[:500]
     assert b"Bokeh" in html and b"cdn.bokeh.org" not in html
+
+
+def test_export_html_names_no_stylesheet_or_script_to_fetch(tmp_path):
+    """In a process with Panel's Tabulator loaded (as a served page), Bokeh lists Tabulator's
+    stylesheet (on cdn.holoviz.org from a served page): the plots' export leaves it out."""
+    out = tmp_path / "plots.html"
+    code = ("import panel as pn, sys; pn.extension('tabulator'); "
+            "from explorer._src.store.example import load_example; import explorer.plots as p; "
+            "frame = load_example()[0]; "
+            "open(sys.argv[1], 'wb').write(p.export_html([p.compile_time_plot(frame, "
+            "problem='decay', horizon=200, target='loss')]))")
+    subprocess.run([sys.executable, "-c", code, str(out)], check=True, timeout=300)
+    html = out.read_text(encoding="utf-8")
+    assert "Bokeh.embed" in html
+    fetched = re.findall(r'<(?:link|script)\b[^>]*\b(?:href|src)="([^"]+)"', html)
+    assert fetched == [], fetched
 
 
 def test_default_backend_is_the_accelerator_once_the_worker_answers(tmp_path, executor,

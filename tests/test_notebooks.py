@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from _offline import chromium, open_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -127,8 +128,14 @@ def test_notebook_runs_top_to_bottom(path, kernel_dir, tmp_path, monkeypatch, re
     page, _ = exporter.from_notebook_node(nb)
     external = re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="(?:https?:)?//[^"]*"', page)
     assert not external, external
+    assert "cdn.holoviz.org" not in page  # Panel's stylesheets too (its widgets' look)
     if "hv.extension" in "".join(c.source for c in nb.cells):
         assert "Bokeh.embed" in page  # the plots' JavaScript is in the page itself
+    if chromium() is not None:  # opened with the network cut off, it asks nothing of it
+        saved = tmp_path / path.with_suffix(".html").name
+        saved.write_text(page, encoding="utf-8")
+        asked, _, _ = open_offline(saved)
+        assert asked == [], asked
 
 
 @pytest.mark.notebook
@@ -168,3 +175,71 @@ def test_a_notebook_that_used_the_worker_shuts_down_without_a_traceback(tmp_path
                       for out in cell.get("outputs", []))
     assert "measured 1" in printed and "shared worker 3" in printed, printed
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+
+
+def test_the_offline_template_carries_panels_stylesheets_in_the_page():
+    """A Panel output names its stylesheets on Panel's CDN (as the notebooks' did, four of
+    them): exported with ``notebooks/offline``, each is the stylesheet itself."""
+    import panel as pn
+    from nbconvert import HTMLExporter
+
+    cdn = f"https://cdn.holoviz.org/panel/{pn.__version__}/dist/css/loading.css"
+    doc = json.dumps({"roots": [{"type": "object", "name": "ImportedStyleSheet",
+                                 "attributes": {"url": f"{cdn}?v={pn.__version__}"}}]})
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("pn.pane.Markdown('hi')")
+    cell.outputs = [nbformat.v4.new_output(
+        "display_data", data={"text/html": f'<script type="application/json">{doc}</script>',
+                              "text/plain": "Markdown(str)"})]
+    nb.cells = [cell]
+    exporter = HTMLExporter(extra_template_basedirs=[str(NOTEBOOK_DIR)], template_name="offline")
+    page, _ = exporter.from_notebook_node(nb)
+    assert "cdn.holoviz.org" not in page
+    assert "data:text/css;base64," in page
+
+
+def _readme_blocks(heading: str, needle: str) -> list[str]:
+    """The commands of the README's bash block under ``heading`` that mentions ``needle``."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split(f"\n## {heading}", 1)[1].split("\n## ", 1)[0]
+    blocks = [b for b in re.findall(r"```bash\n(.*?)```", section, re.S) if needle in b]
+    assert len(blocks) == 1, f"expected one bash block with {needle!r} under {heading!r}"
+    return [line for line in blocks[0].splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.timeout(1800)
+def test_the_readme_export_command_works_after_the_readme_install(tmp_path):
+    """The README's install (the dashboard's command, up to ``panel serve``), then its handout
+    export, as written, in a copy of the repository: the page is written and, opened offline,
+    asks nothing of the network. After the install alone nbconvert once failed with "No such
+    kernel named python3"."""
+    import shutil
+
+    (install,) = _readme_blocks("Run it", "panel serve")
+    install = install.split("&& panel serve", 1)[0].strip()
+    export = _readme_blocks("Notebooks", "nbconvert")
+    repo = tmp_path / "repo"
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    for name in tracked:
+        if name.startswith(("explorer/", "notebooks/")) or name in (
+                "pyproject.toml", "constraints.txt", "README.md", "LICENSE"):
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    # As a user's shell would be: no test environment active, the store a fresh file.
+    outer = Path(sys.prefix) / "bin"
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if Path(p) != outer)
+    env["PYTREE_EXPLORER_DB"] = str(tmp_path / "results.sqlite")
+    python = shutil.which("python3", path=env["PATH"]) or sys.executable
+    script = " && ".join([install.replace("python3 ", f"{python} ", 1), *export])
+    done = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=1700)
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = repo / "notebooks" / "01_pytree_compile_cost.html"
+    assert page.is_file() and "Bokeh.embed" in page.read_text(encoding="utf-8")
+    if chromium() is not None:
+        asked, figures, _ = open_offline(page)
+        assert asked == [] and figures >= 4, (asked, figures)

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .core.fits import fit_power_law, format_exponent
+from .export import export_html  # noqa: F401 - re-exported: the plots as a standalone page
 
 # One colour per representation, the same in every plot (Bokeh's Category10).
 REPRESENTATION_COLORS = {
@@ -33,7 +34,6 @@ REPRESENTATION_COLORS = {
 }
 _OTHER_COLORS = ("#7f7f7f", "#bcbd22", "#000000")
 
-_SERVER_SCRIPT = re.compile(r'<script[^>]*\bsrc="static/[^"]*"[^>]*>\s*</script>\s*')
 
 STAGES = ("total", "trace", "lower", "compile", "all stages")
 _STAGE_COLUMN = {"total": "total_compile_s", "trace": "trace_s", "lower": "lower_s",
@@ -540,26 +540,6 @@ def rollout_plot(frame: pd.DataFrame, *, title: str = "Rollout trajectories",
     # Trajectories fill the frame, so their legend goes beside it.
     return hv.Overlay([*curves, scatter, names]).opts(
         backend="bokeh", **_opts(title=title, padding=0.05, legend_position="right"))
-
-
-def export_html(plots: Sequence[hv.core.Dimensioned],
-                title: str = "PyTree Compile Explorer") -> bytes:
-    """The plots as one standalone HTML file (Bokeh's JavaScript inlined: works offline).
-
-    Rendered straight to Bokeh and embedded with :func:`bokeh.embed.file_html`, not through
-    ``hv.save``: that path goes through Panel and, called from a live page, switches that
-    page's stylesheets to the CDN for a moment.
-    """
-    _bokeh()
-    from bokeh.embed import file_html  # noqa: PLC0415
-    from bokeh.resources import INLINE  # noqa: PLC0415
-
-    fixed = [p.opts(backend="bokeh", responsive=False, width=720, clone=True) for p in plots]
-    layout = hv.Layout(fixed).cols(2).opts(backend="bokeh", shared_axes=False)
-    html = file_html(hv.render(layout, backend="bokeh"), INLINE, title)
-    # With Panel imported, Bokeh also lists a script of Panel's server (a module shim the plots
-    # do not use) by a path relative to a server; a standalone file cannot load it.
-    return _SERVER_SCRIPT.sub("", html).encode()
 
 
 _RATIO_LABELS = {"compile_s": "compile time", "hlo_pre_bytes": "program size",

@@ -132,8 +132,10 @@ def _run(kind: str, target: Any, script_args: list[str]) -> int:
     script = target if kind == "path" else None
     try:
         if kind == "path":
+            # As python sets them: the script's folder first on the path, its arguments after
+            # its name (runpy gives argv[0] and __file__ the absolute path, as __file__ is).
             sys.argv = [target, *script_args]
-            sys.path.insert(0, os.path.dirname(target))
+            sys.path[0:1] = [os.path.dirname(target)]
             runpy.run_path(target, run_name="__main__")
             return 0
         sys.argv = [str(target), *script_args]

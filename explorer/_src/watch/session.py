@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import threading
 import time
@@ -59,10 +60,10 @@ class Watch:
         outer = HUB.open(self)
         if outer:
             self.notes.append(
-                "this watch ran inside another explorer.watch block: both list the "
-                "compilations made while this one was open")
-        inner = ("another explorer.watch block ran inside this one; its compilations are "
-                 "listed here too")
+                "this watch ran inside (or beside, in another thread) another explorer.watch "
+                "block: both list the compilations made while this one was open")
+        inner = ("another explorer.watch block ran inside this one (or beside it, in another "
+                 "thread); its compilations are listed here too")
         for w in outer:
             if inner not in w.notes:
                 w.notes.append(inner)
@@ -70,11 +71,12 @@ class Watch:
 
     def __exit__(self, *exc: object) -> bool:
         self.wall_s = time.perf_counter() - self._t0
+        with self._lock:
+            self._state = "closed"  # a compile finishing now, in another thread, is not ours
         try:
             self._read_dumps()  # before the last watch's dump folder is removed
         finally:
             HUB.close(self)
-            self._state = "closed"
             self._say_threads_and_errors()
         return False
 
@@ -87,11 +89,13 @@ class Watch:
             self._reasons.append(recompile_reason(raw, self._last.get(key)))
             self._raws.append(raw)
             self._last[key] = raw
-            if raw.call is not None:
+            if raw.call is not None and self.findings_wanted:
                 seconds = raw.compile_s or 0.0
                 if key not in self._calls or seconds > self._calls[key][0]:
                     self._calls[key] = (seconds, raw.call)  # the slowest compile's call
-            raw.call = None  # held once, in _calls, until the findings are made
+            # The call (the program's arguments) is held once, in _calls, until the findings
+            # are made; the record itself keeps none (another watch may be fed the same raw).
+            self._raws[-1] = dataclasses.replace(raw, call=None)
 
     def note_error(self, err: BaseException) -> None:
         with self._lock:

@@ -204,3 +204,38 @@ def test_the_job_queue_asks_the_executor_not_its_class(tmp_path):
         m.close()
         m.wait(WAIT_S)
         cluster.shutdown()
+
+
+# -- what the controls offer ------------------------------------------------------------
+
+def _leak(s, p):
+    return {k: s[k] * (1.0 - p["k" + k[1:]]) for k in s}
+
+
+def test_a_problem_without_grouped_steps_is_offered_only_what_it_can_run(tmp_path, executor):
+    """Defined with a per-name step only: module, struct and named are not offered (they were,
+    and were refused by the worker seconds after Run), in the sidebar nor in Compare."""
+    explorer.define_problem("leak_per_name", _leak,
+                            lambda n: {f"x_{i}": 1.0 + i for i in range(n)},
+                            lambda n: {f"k_{i}": 0.1 for i in range(n)})
+    m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor, **TINY,
+                      representations=["dict", "struct"])
+    try:
+        controls, programs = m.controls, m.programs
+        assert "struct" in controls.param.representations.objects
+        controls.problem = "leak_per_name"
+        offered = controls.param.representations.objects
+        assert not {"module", "struct", "named"} & set(offered), offered
+        assert "dict" in offered and controls.representations == ["dict"]
+        assert programs.param.compare_b.objects == offered
+        assert programs.compare_b in offered and programs.compare_a == "dict"
+        with pytest.raises(ValueError):
+            controls.representations = ["named"]
+        assert m.run() and m.wait(WAIT_S)
+        frame = m.results.frame.query("source == 'measured'")
+        assert list(frame["status"]) == ["ok"], frame["error"].tolist()
+        controls.problem = "decay"
+        assert "struct" in controls.param.representations.objects
+    finally:
+        m.close()
+        m.wait(WAIT_S)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import param
 
+from ...core.problems import get_problem
 from ...core.problems import problems as _problems
 from ...core.representations import REPRESENTATIONS
 from ...core.spec import Spec
@@ -20,7 +21,7 @@ from ...util import validate as v
 from .session import Session
 
 __all__ = ["MAX_N_STATES", "MAX_TIMEOUT_S", "N_CHOICES", "ROLLOUT_MAX_N", "TARGET_CHOICES",
-           "CaseControls"]
+           "CaseControls", "representations_of"]
 
 N_CHOICES: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000, 10000)
 MAX_N_STATES = v.MAX_N_STATES
@@ -61,6 +62,17 @@ class CaseControls(param.Parameterized):
 
     session = param.ClassSelector(class_=Session, precedence=-1)
 
+    @param.depends("problem", watch=True, on_init=True)
+    def _offer_representations(self) -> None:
+        """Offer only the representations the problem can be measured in (one defined without
+        ``step_grouped=`` has no ``module``, ``struct`` or ``named``: offered, they were refused
+        in the worker seconds after Run)."""
+        offered = representations_of(self.problem)
+        self.param.representations.objects = offered
+        ticked = [r for r in (self.representations or []) if r in offered]
+        if ticked != list(self.representations or []):
+            self.representations = ticked or offered[:2]
+
     @param.depends("n_states", "horizon", "unroll", "timeout_s", watch=True, on_init=True)
     def _check_inputs(self) -> None:
         try:
@@ -76,7 +88,8 @@ class CaseControls(param.Parameterized):
     def specs(self, sizes: Sequence[int]) -> list[Spec]:
         """Checked specs for the current controls at each of ``sizes``; a one-line
         ``ValueError`` (or ``TypeError``) names the first bad value."""
-        reps = v.check_many("representation", self.representations, REPRESENTATIONS)
+        reps = v.check_many("representation", self.representations,
+                            representations_of(self.problem))
         sizes = v.check_ints("n_states", sizes, 1, MAX_N_STATES)
         v.check_horizon(self.horizon)
         v.check_unroll(self.unroll)
@@ -124,6 +137,16 @@ class CaseControls(param.Parameterized):
         accelerators = [b for b in found if b != "cpu"]
         self.param.update(backend=accelerators[0] if accelerators else found[0],
                           backends_known=True)
+
+
+def representations_of(problem: str) -> list[str]:
+    """The representations ``problem`` can be measured in, in menu order (all of them for a
+    name that is not a problem: the check of the problem says what is wrong)."""
+    try:
+        found = get_problem(problem)
+    except ValueError:
+        return list(REPRESENTATIONS)
+    return [r for r in REPRESENTATIONS if found.unsupported(r) is None]
 
 
 def _check_timeout(value: float | None) -> None:

@@ -18,7 +18,7 @@ from ... import plots as _plots
 from ...core.representations import REPRESENTATIONS
 from ...core.spec import Spec
 from ...jobs.jobs import compare_specs, inspect_spec
-from .controls import CaseControls
+from .controls import CaseControls, representations_of
 from .jobs import JobQueue
 from .results import Results
 from .session import Session
@@ -50,6 +50,22 @@ class ProgramInspector(param.Parameterized):
     results = param.ClassSelector(class_=Results, precedence=-1)
     view = param.ClassSelector(class_=PlotView, precedence=-1)
     jobs = param.ClassSelector(class_=JobQueue, precedence=-1)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.controls.param.watch(self._offer_representations, "problem")
+        self._offer_representations()
+
+    def _offer_representations(self, *_events) -> None:
+        """Compare only representations the problem can be measured in."""
+        offered = representations_of(self.controls.problem)
+        updates = {}
+        for name, fallback in (("compare_a", "dict"), ("compare_b", "array")):
+            self.param[name].objects = offered
+            if getattr(self, name) not in offered:
+                updates[name] = fallback if fallback in offered else offered[0]
+        if updates:
+            self.param.update(**updates)
 
     @param.depends("selected", watch=True)
     def _selection_changed(self) -> None:

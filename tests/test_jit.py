@@ -273,7 +273,7 @@ def test_lower_compile_trace_and_measure_work_on_the_packed_program():
     fn, args = j.packed_function(example_dynamics, states, params)
     m = explorer.measure(fn, *args, runs=1)
     assert m.compile_s > 0 and m.jaxpr_eqns == j.report.eqns_after
-    assert "scan" in str(j.report) and "8 leaves" in str(j.report)
+    assert "scan" in str(j.report) and "input argument 1: 8 leaves" in str(j.report)
 
 
 def test_bad_input_one_line_same_type_as_jax_jit_nothing_cached():

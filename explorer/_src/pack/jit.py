@@ -94,10 +94,12 @@ def count_eqns(jaxpr) -> int:
     return len(jaxpr.eqns) + sum(count_eqns(s) for s in jex_core.subjaxprs(jaxpr))
 
 
-def _arg_name(path) -> str:
+def _arg_name(path, positions) -> str:
+    """The argument a flat leaf comes from: its position among ``fun``'s own arguments (static
+    ones counted), or its keyword."""
     (kind, *rest) = path
     if kind.idx == 0:
-        return f"argument {rest[0].idx}" if rest else "arguments"
+        return f"argument {positions[rest[0].idx]}" if rest else "arguments"
     return f"argument {rest[0].key!r}" if rest else "keyword arguments"
 
 
@@ -239,9 +241,11 @@ class Jitted:
         invars = closed.jaxpr.invars
         if len(invars) != len(paths):
             raise AssertionError("jax.jit's jaxpr takes another number of leaves than given")
+        nums = {i + len(args) if i < 0 else i for i in self._nums}
+        positions = [i for i in range(len(args)) if i not in nums]
         groups: dict[tuple, list[int]] = {}
         for i, (path, var) in enumerate(zip(paths, invars)):
-            groups.setdefault((_arg_name(path), tuple(var.aval.shape),
+            groups.setdefault((_arg_name(path, positions), tuple(var.aval.shape),
                                np.dtype(var.aval.dtype).str), []).append(i)
         in_groups = list(groups.values())
         in_structs = [jax.ShapeDtypeStruct((len(g), *invars[g[0]].aval.shape),

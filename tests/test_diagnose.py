@@ -150,7 +150,15 @@ def test_a_loop_reading_one_value_many_times_is_not_per_leaf():
     assert "per-leaf-repetition" not in explorer.diagnose(scaled, jnp.ones(3), compile=False).kinds
 
 
-# -- per-leaf-repetition: trying explorer.pack -------------------------------------------------
+# -- per-leaf-repetition: trying the explorer's rewrite (explorer.jit, or explorer.pack) ----------
+import explorer._src.diagnose.trial as trial_module  # noqa: E402
+
+REWRITES = {"explorer.jit": trial_module._jit_rewrite, "explorer.pack": trial_module._pack_rewrite}
+
+
+def use_rewrite(monkeypatch, name):
+    monkeypatch.setattr(trial_module, "rewrite", REWRITES[name])
+    monkeypatch.setattr(trial_module, "REWRITE_NAME", name)
 
 
 def per_name_step(state, params):
@@ -161,16 +169,24 @@ def per_name_loss(state, params):
     return sum(0.9 * state[k] + 0.1 * params[k] for k in state)  # same line, scalar out
 
 
+def test_the_trial_tries_explorer_jit_on_the_users_function():
+    assert trial_module.REWRITE_NAME == "explorer.jit" and explorer.jit  # the public one
+
+
+@pytest.mark.parametrize("name", sorted(REWRITES))
 @pytest.mark.parametrize("compile_", [True, False])
-def test_pack_is_tried_checked_and_measured_on_a_per_name_dict_step(compile_):
+def test_rewrite_is_tried_checked_and_measured_on_a_per_name_dict_step(monkeypatch, name,
+                                                                       compile_):
+    use_rewrite(monkeypatch, name)
     n = 60
     d = explorer.diagnose(per_name_step, names(n), names(n), compile=compile_)
     (found,) = only(d, "per-leaf-repetition")
     trial = d.pack_trial
+    assert trial.rewrite == name
     assert trial.status == "measured" and (trial.reason is None) == compile_
     assert trial.eqns_before == d.jaxpr_eqns == 3 * n
     assert 0 < trial.eqns_after < trial.eqns_before
-    assert found.saving.startswith("measured: explorer.pack")
+    assert found.saving.startswith(f"measured: {name}")
     assert f"{trial.eqns_before} → {trial.eqns_after} equations" in found.saving
     if compile_:  # cold, through measure, interleaved with the original's repeats
         assert len(trial.compile_before) == len(trial.compile_after) == 3
@@ -187,38 +203,45 @@ def test_pack_is_tried_checked_and_measured_on_a_per_name_dict_step(compile_):
         assert trial.compile_s_before is None and trial.compile_s_after is None
         assert trial.verdict is None and "compile times not compared" in found.saving
     check_saving(found)
-    assert "explorer.pack(step" in found.remedy and "NamedArray" in found.remedy
+    assert "explorer.jit(step)" in found.remedy and "explorer.pack(step" in found.remedy
 
 
-def _note(saving):
-    """The sentence diagnose appends after the estimate when pack gives no ratio."""
-    assert saving.startswith("estimate"), saving
-    note = saving[saving.index("explorer.pack"):]
-    assert note.endswith(".") and note.count(". ") == 0 and "\n" not in note, note
-    return note
-
-
-def test_pack_that_cannot_take_the_function_gives_one_sentence_not_a_crash(monkeypatch):
-    n = 60
-    d = explorer.diagnose(per_name_loss, names(n), names(n), compile=False)
+def test_explorer_jit_takes_a_scalar_loss_pack_cannot(monkeypatch):
+    d = explorer.diagnose(per_name_loss, names(60), names(60), compile=False)
+    assert d.pack_trial.rewrite == "explorer.jit" and d.pack_trial.status == "measured"
+    use_rewrite(monkeypatch, "explorer.pack")
+    d = explorer.diagnose(per_name_loss, names(60), names(60), compile=False)
     (found,) = only(d, "per-leaf-repetition")
     assert d.pack_trial.status == "not tried" and d.pack_trial.eqns_after is None
     assert "returns a single array" in _note(found.saving)
     assert "could not be tried" in found.saving
 
-    def refuses(*_args):
+
+def _note(saving):
+    """The sentence diagnose appends after the estimate when the rewrite gives no ratio."""
+    assert saving.startswith("estimate"), saving
+    note = saving[saving.index(" explorer.") + 1:]
+    assert note.endswith(".") and note.count(". ") == 0 and "\n" not in note, note
+    return note
+
+
+@pytest.mark.parametrize("name, target", [("explorer.pack", "explorer._src.pack.pack.pack"),
+                                          ("explorer.jit", "explorer._src.pack.jit.jit")])
+def test_a_rewrite_that_refuses_gives_one_sentence_not_a_crash(monkeypatch, name, target):
+    use_rewrite(monkeypatch, name)
+
+    def refuses(*_args, **_kwargs):
         raise RuntimeError("no vectoriser today\nsecond line")
 
-    monkeypatch.setattr(explorer._src.pack.pack, "pack", refuses)
-    d = explorer.diagnose(per_name_step, names(n), names(n), compile=False)
+    module, _, attr = target.rpartition(".")
+    monkeypatch.setattr(__import__(module, fromlist=[attr]), attr, refuses)
+    d = explorer.diagnose(per_name_step, names(60), names(60), compile=False)
     assert d.pack_trial.status == "not tried"
-    assert _note(only(d, "per-leaf-repetition")[0].saving) == (
-        "explorer.pack could not be tried: RuntimeError: no vectoriser today.")
+    assert _note(only(d, "per-leaf-repetition")[0].saving).endswith(
+        "could not be tried: RuntimeError: no vectoriser today.")
 
 
 def test_pack_that_gives_no_fewer_equations_is_neither_run_nor_measured(monkeypatch):
-    import explorer._src.diagnose.trial as trial_module
-
     def same_program(step, dynamic, out_info, name):  # a rewrite that removes nothing
         return trial_module._Rewritten(lambda *xs: step(*xs), dynamic, lambda: step(*dynamic))
 
@@ -232,10 +255,17 @@ def test_pack_that_gives_no_fewer_equations_is_neither_run_nor_measured(monkeypa
     assert "not 10% fewer" in _note(only(d, "per-leaf-repetition")[0].saving)
 
 
-def test_pack_that_changes_the_result_is_a_failure_not_a_ratio(monkeypatch):
-    call = explorer._src.pack.pack.Packed.__call__
-    monkeypatch.setattr(explorer._src.pack.pack.Packed, "__call__",
-                        lambda self, *a: call(self, *a) + 1.0)
+@pytest.mark.parametrize("name", sorted(REWRITES))
+def test_a_rewrite_that_changes_the_result_is_a_failure_not_a_ratio(monkeypatch, name):
+    real = REWRITES[name]
+
+    def off_by_one(*args):
+        new = real(*args)
+        return trial_module._Rewritten(new.program, new.inputs, lambda: jax.tree_util.tree_map(
+            lambda x: x + 1.0, new.run()))
+
+    monkeypatch.setattr(trial_module, "rewrite", off_by_one)
+    monkeypatch.setattr(trial_module, "REWRITE_NAME", name)
     d = explorer.diagnose(per_name_step, names(60), names(60), compile=False)
     trial = d.pack_trial
     assert trial.status == "changed the result" and trial.eqns_after is None
@@ -244,24 +274,22 @@ def test_pack_that_changes_the_result_is_a_failure_not_a_ratio(monkeypatch):
     assert "changed the result" in note and "measured:" not in note and "→" not in note
 
 
-def test_try_pack_false_skips_it(monkeypatch):
-    def never(*_args):
-        raise AssertionError("pack must not be tried")
+def _never(*_args, **_kwargs):
+    raise AssertionError("the rewrite must not be tried")
 
-    monkeypatch.setattr(explorer._src.pack.pack, "pack", never)
+
+def test_try_pack_false_skips_it(monkeypatch):
+    monkeypatch.setattr(trial_module, "rewrite", _never)
     d = explorer.diagnose(per_name_step, names(60), names(60), compile=False, try_pack=False)
     (found,) = only(d, "per-leaf-repetition")
-    assert d.pack_trial is None and "explorer.pack" not in found.saving
+    assert d.pack_trial is None and "measured" not in found.saving
     check_saving(found)
     with pytest.raises(ValueError, match="try_pack must be True or False"):
         explorer.diagnose(per_name_step, names(2), names(2), try_pack="no")
 
 
 def test_pack_is_not_tried_without_a_per_leaf_finding(monkeypatch):
-    def never(*_args):
-        raise AssertionError("pack must not be tried")
-
-    monkeypatch.setattr(explorer._src.pack.pack, "pack", never)
+    monkeypatch.setattr(trial_module, "rewrite", _never)
     d = explorer.diagnose(per_name_step, names(20), names(20), compile=False)
     assert d.findings == () and d.pack_trial is None
 
@@ -383,7 +411,7 @@ def test_sizes_report_how_a_flagged_line_grows_and_skip_projection_uncompiled():
     (found,) = only(d, "per-leaf-repetition")
     assert "grow as size^1.00 (20 → 40 → 80)" in found.message
     assert d.pack_trial.eqns_before == 80  # pack is tried at the largest size only
-    assert found.saving.startswith("measured: explorer.pack")
+    assert found.saving.startswith("measured: explorer.")
     assert d.projection is None and d.sizes["compile_s"].isna().all()
     assert "sizes 10, 20, 40" in str(d)
 
@@ -556,12 +584,12 @@ def test_cli_diagnose_sizes_fits_growth(tmp_path):
 def test_cli_diagnose_tries_pack_unless_no_pack(tmp_path):
     done = _diagnose_cli(tmp_path, "usercode:step", "--args", "usercode:make", "--no-compile")
     assert done.returncode == 0, done.stderr
-    assert "saving: measured: explorer.pack" in done.stdout and "equations (" in done.stdout
+    assert "saving: measured: explorer.jit" in done.stdout and "equations (" in done.stdout
     skipped = _diagnose_cli(tmp_path, "usercode:step", "--args", "usercode:make", "--no-compile",
                             "--no-pack")
     assert skipped.returncode == 0, skipped.stderr
     assert "[per-leaf-repetition]" in skipped.stdout
-    assert "saving: estimate" in skipped.stdout and "measured: explorer.pack" not in skipped.stdout
+    assert "saving: estimate" in skipped.stdout and "measured: explorer." not in skipped.stdout
 
 
 @pytest.mark.parametrize("args, words", [

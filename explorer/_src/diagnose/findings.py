@@ -258,12 +258,15 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
 
 
 _PACK_REMEDY = (
-    "Compute every name at once on one array: let explorer.pack rewrite the per-name step as it "
-    "is (its output shaped like its first argument), or hold the state as an "
-    "explorer.NamedArray and write the step group-wise.\n\n"
+    "Compute every name at once on one array: compile the function with explorer.jit instead "
+    "of jax.jit (a drop-in whose program does not grow with the leaves), let explorer.pack "
+    "rewrite a per-name step (its output shaped like its first argument), or hold the state as "
+    "an explorer.NamedArray and write the step group-wise.\n\n"
     "# before: one set of equations per name\n"
     "new = {k: 0.999 * s[k] + 1e-3 * p[k] for k in s}\n"
-    "# after: the same step, packed once outside jit\n"
+    "# after: the same function, compiled packed\n"
+    "new = explorer.jit(step)(s, p)\n"
+    "# or the step packed once, outside jit\n"
     "packed = explorer.pack(step, s, p)\n"
     "x, theta = packed.pack_args(s, p)\n"
     "new = packed.unpack(jax.jit(packed)(x, theta))\n"

@@ -7,9 +7,11 @@ one place, :func:`rewrite`), checks that it computes the same outputs, counts it
 machine a single pair of compiles differs by load alone.
 
 It is skipped, with the reason, where it cannot help or would cost too much: the repetition is
-in a library's code (the rewrite only changes the user's function), the program has more than
+in a library's code and the rewrite only changes the user's step (``explorer.pack``; the
+jaxpr-level ``explorer.jit`` packs a library's equations too), the program has more than
 ``MAX_EQNS`` equations, the rewritten program has not at least ``MIN_FEWER`` fewer equations,
-or the next step would take the trial past ``BUDGET_S`` seconds.
+or the next step would take the trial past ``BUDGET_S`` seconds (the rewrite itself is judged
+from the original's trace time: it traces the function again and packs it).
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from ..pack import pack as _pack
 from ..util import validate as v
 
 BUDGET_S = 60.0       # seconds the whole trial may take, its compiles included
-MAX_EQNS = 50_000     # a larger program is not rewritten, run and compiled again
+MAX_EQNS = 20_000     # a larger program is not rewritten, run and compiled again
 MIN_FEWER = 0.10      # the rewrite must remove at least this share of the equations
 REPEATS = 3           # cold compiles of each program, interleaved
+PACK_COST = 3.0       # a rewrite's trace and pack, in traces of the original (an estimate)
 RTOL, ATOL = 1e-5, 1e-6  # the rewritten outputs must match the original's this closely
 
 
@@ -100,19 +103,47 @@ def _pack_rewrite(step: Callable, dynamic: tuple, out_info: Any, name: str) -> _
                       lambda: packed.unpack(jax.jit(program)(*stacked)))
 
 
-# The one place the trial's rewrite is chosen: explorer.pack until explorer.jit is public.
-REWRITE_NAME = "explorer.pack"
-rewrite = _pack_rewrite
+def _jit_rewrite(step: Callable, dynamic: tuple, out_info: Any, name: str) -> _Rewritten:
+    """``explorer.jit`` of the user's function itself: its packed program and stacked inputs
+    are what is measured; calling it gives the outputs in the original's structure."""
+    from ..pack.jit import jit as explorer_jit  # noqa: PLC0415 - the pack layer, on demand
+
+    try:
+        jitted = explorer_jit(step)
+        report = jitted.report_for(*dynamic)
+        program, stacked = jitted.packed_function(*dynamic)
+    except Exception as err:  # noqa: BLE001 - any refusal is reported, never raised
+        raise _Refused(_sentence(err)) from err
+    if report.fallback:
+        raise _Refused(f"it could not pack this program ({report.fallback})")
+
+    def measured(*xs: Any) -> Any:  # named for the report, as jit names the program
+        return program(*xs)
+
+    measured.__name__ = measured.__qualname__ = f"explorer.jit({name})"
+    return _Rewritten(measured, tuple(stacked), lambda: jitted(*dynamic))
+
+
+# The one place the trial's rewrite is chosen: explorer.jit (on the user's function itself,
+# whatever it returns, library code included); explorer.pack (a step whose output matches its
+# first argument) where explorer.jit is not there.
+try:
+    from ..pack import jit as _jit_module  # noqa: F401
+    REWRITE_NAME, rewrite, REWRITES_LIBRARY_CODE = "explorer.jit", _jit_rewrite, True
+except ImportError:  # pragma: no cover - an explorer without explorer.jit
+    REWRITE_NAME, rewrite, REWRITES_LIBRARY_CODE = "explorer.pack", _pack_rewrite, False
 
 
 def try_rewrite(fn: Callable, args: tuple, static: tuple[int, ...], traced: Any, eqns: int,
                 compile_s: float | None, compile: bool, backend: str | None, name: str,
-                library: str | None = None) -> PackTrial:
+                library: str | None = None, trace_s: float = 0.0) -> PackTrial:
     """Rewrite ``fn``, check it computes the same, count and compare. Never raises for the
     user's code: what went wrong is the trial's one-sentence ``reason``.
 
     ``library``: set when every per-leaf finding lies in a library's code (named), where a
-    rewrite of the user's function cannot help.
+    rewrite of the user's function cannot help. ``trace_s``: what tracing ``fn`` took; the
+    rewrite traces it again and then packs it, which cannot be stopped half way, so it is not
+    started when that would take the trial past its budget.
     """
     start = time.perf_counter()
 
@@ -121,7 +152,7 @@ def try_rewrite(fn: Callable, args: tuple, static: tuple[int, ...], traced: Any,
                          compile_s_before=figures.pop("median_before", compile_s),
                          rewrite=REWRITE_NAME, elapsed_s=time.perf_counter() - start, **figures)
 
-    if library is not None:
+    if library is not None and not REWRITES_LIBRARY_CODE:
         return result("not tried", f"the repetition is inside {library}'s code, which "
                       f"{REWRITE_NAME} does not rewrite; pass that library one array instead")
     if eqns > MAX_EQNS:
@@ -130,6 +161,9 @@ def try_rewrite(fn: Callable, args: tuple, static: tuple[int, ...], traced: Any,
     dynamic = tuple(a for i, a in enumerate(args) if i not in static)
     if not dynamic:
         return result("not tried", "the function has no array arguments to stack")
+    if PACK_COST * trace_s > BUDGET_S:
+        return result("not tried", f"tracing the function took {trace_s:.0f} s; tracing and "
+                      f"packing it again would take the trial past its {BUDGET_S:.0f} s budget")
 
     def step(*dyn: Any) -> Any:  # the static arguments held fixed, as jit holds them
         it = iter(dyn)

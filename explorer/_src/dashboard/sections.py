@@ -12,6 +12,7 @@ from typing import Any
 
 import panel as pn
 import param
+from bokeh.models.widgets.tables import NumberFormatter
 
 from .model.model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
 from .model.session import Batch
@@ -235,7 +236,9 @@ class ResultsSection(_Section):
             header_filters={"representation": {"type": "input", "func": "like"},
                             "status": {"type": "input", "func": "like"},
                             "source": {"type": "input", "func": "like"}},
-            formatters={c: {"type": "money", "precision": 4, "symbol": ""}
+            # A missing figure (a cancelled row's) reads "-" in every column, as Panel's other
+            # number columns show it (Tabulator's money formatter wrote "NaN").
+            formatters={c: NumberFormatter(format="0.0000", nan_format="-", null_format="-")
                         for c in ("trace_s", "lower_s", "compile_s")},
             # Fixed widths: fitting 21 columns to their data took the browser about 0.3 s.
             widths=dict(_COLUMN_WIDTHS),

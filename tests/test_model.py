@@ -139,6 +139,25 @@ def test_the_example_can_be_asked_for_whatever_the_store_holds(tmp_path, executo
         m.close()
 
 
+def test_a_store_without_a_measurement_opens_on_the_example_and_says_so_in_lines(tmp_path,
+                                                                               executor):
+    """Only a cancelled row stored: nothing was measured, so the example is shown (the page was
+    empty); a plot with nothing to show says why in lines that fit it."""
+    store = Store(tmp_path / "results.sqlite")
+    store.add({"problem": "decay", "representation": "dict", "n_states": 3000, "horizon": 200,
+               "target": "grad", "unroll": 1, "status": "cancelled", "backend": "cpu"})
+    m = ExplorerModel(store=store, executor=executor)
+    try:
+        assert m.results.show_example
+        m.controls.representations = ["ravel"]
+        m.controls.horizon = 7  # nothing there: every plot says so
+        for plot in m.view.plots():
+            (text,) = [el for el in plot if isinstance(el, hv.Text)]
+            assert all(len(line) <= 56 for line in text.text.splitlines()), text.text
+    finally:
+        m.close()
+
+
 def test_run_measures_stores_and_plots(model):
     model.controls.representations = ["dict", "array"]
     assert model.run()

@@ -10,6 +10,7 @@ horizons, backends... are left after filtering, the legend labels say which line
 from __future__ import annotations
 
 import re
+import textwrap
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -47,6 +48,7 @@ _CASE_KEYS = ("problem", "representation", "n_states", "horizon", "target", "unr
               "source")
 
 PLOT_HEIGHT = 330
+PLACEHOLDER_LINE = 56  # characters of a placeholder's message a line
 
 # HoloViews asks Bokeh for WebGL by default. These plots are small, and where the browser has no
 # GPU (a headless server, a VM) WebGL is emulated in software: drawing the four plots took about
@@ -151,9 +153,11 @@ def _ticks_for(values: pd.Series) -> list[tuple[float, str]]:
 
 
 def placeholder(title: str, message: str) -> hv.Overlay:
-    """A placeholder with a message, on plain axes (never log ones, which need data)."""
+    """A placeholder with a message, on plain axes (never log ones, which need data); the
+    message in lines a half-width plot holds (on one line it ran off both edges)."""
     _bokeh()
-    text = hv.Text(0.5, 0.5, message, fontsize=11).opts(backend="bokeh", color="#555555")
+    text = hv.Text(0.5, 0.5, textwrap.fill(message, PLACEHOLDER_LINE), fontsize=11).opts(
+        backend="bokeh", color="#555555")
     frame = hv.Curve([(0, 0), (1, 1)]).opts(backend="bokeh", alpha=0)  # fixes the axes' range
     return (frame * text).opts(backend="bokeh", title=title, xaxis=None, yaxis=None, toolbar=None,
                                responsive=True, height=PLOT_HEIGHT, show_grid=False,

@@ -74,8 +74,10 @@ class Results(param.Parameterized):
             self._example = self._measured.iloc[:0]
             self.example_label = f"(The example sweep could not be read: {err})"
         with param.parameterized.discard_events(self):
+            # Shown until something was measured here (rows that failed measured nothing).
+            nothing = stored.empty or not (stored["status"] == "ok").any()
             self.show_example = (bool(self._example_asked) if self._example_asked is not None
-                                 else stored.empty) and not self._example.empty
+                                 else nothing) and not self._example.empty
         self._publish()
 
     def latest_ok(self) -> dict[str, Any] | None:

@@ -98,7 +98,8 @@ def headline(w: Any) -> str:
         parts.append(f"{hits} served by the persistent cache")
     if w.wall_s:
         parts.append(f"compilation took {w.share_of_wall:.0%} of the program's "
-                     f"{w.wall_s:.3g} s wall time")
+                     f"{w.wall_s:.3g} s wall time (the watch's own listening: "
+                     f"{_s(w.overhead_s)})")
     return "; ".join(parts) + "."
 
 

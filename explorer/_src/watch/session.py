@@ -24,6 +24,9 @@ class Watch:
 
     Attributes:
         wall_s: seconds the block took (``None`` while it runs).
+        overhead_s: of those, seconds the watch itself spent (its listeners, and writing the
+            StableHLO it reads); JAX's cache-miss explanations, made inside its tracing, are
+            not in it. Shared by watches open at the same time.
         notes: plain sentences about the run itself: a watch inside another, several threads
             compiling, events that could not be read.
     """
@@ -39,6 +42,8 @@ class Watch:
         self.top = float(top)
         self.pack = pack
         self.wall_s: float | None = None
+        self.overhead_s: float | None = None
+        self._busy0 = 0.0
         self.notes: list[str] = []
         self._lock = threading.Lock()
         self._raws: list[Raw] = []
@@ -58,6 +63,7 @@ class Watch:
         self._state = "open"
         self._t0 = time.perf_counter()
         outer = HUB.open(self)
+        self._busy0 = HUB.busy_s
         if outer:
             self.notes.append(
                 "this watch ran inside (or beside, in another thread) another explorer.watch "
@@ -71,6 +77,7 @@ class Watch:
 
     def __exit__(self, *exc: object) -> bool:
         self.wall_s = time.perf_counter() - self._t0
+        self.overhead_s = HUB.busy_s - self._busy0
         with self._lock:
             self._state = "closed"  # a compile finishing now, in another thread, is not ours
         try:

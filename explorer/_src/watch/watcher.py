@@ -163,6 +163,7 @@ class _Hub:
         self.own_dump: str | None = None
         self.dump_dir: str | None = None
         self.dump_readable = False
+        self.busy_s = 0.0  # seconds spent in the listeners and writing the IR dumps
         self._undo: list[Any] = []
 
     # -- opening and closing ----------------------------------------------------------------
@@ -236,11 +237,14 @@ class _Hub:
 
     # -- what the listeners hear ------------------------------------------------------------
     def _guard(self, fn: Any, *args: Any) -> None:
+        t0 = time.perf_counter()
         try:
             fn(*args)
         except Exception as err:  # noqa: BLE001 - never raise into the user's program
             for w in list(self.watches):
                 w.note_error(err)
+        finally:
+            self.busy_s += time.perf_counter() - t0
 
     def on_explain(self, message: str) -> None:
         def read() -> None:
@@ -306,7 +310,9 @@ class _Hub:
         if dump is not None and self.dump_dir:  # written just before, in this thread
             dump_path = os.path.join(self.dump_dir, dump[0]) if self.dump_readable else None
             if start is not None and self.own_dump is not None:
-                compile_s = max(0.0, duration - max(0.0, dump[1] - start))  # our writing, out
+                writing = max(0.0, dump[1] - start)
+                compile_s = max(0.0, duration - writing)  # our writing, out
+                self.busy_s += writing
         trace = low.trace if low else None
         called_at, wrapped = user_frame(sys._getframe(3))
         definition = trace.definition if trace else (low.definition if low else None)

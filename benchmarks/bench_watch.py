@@ -1,0 +1,252 @@
+"""What ``explorer.watch`` costs a program, and whether it lists every compilation it makes.
+
+One command (from the repository root)::
+
+    python benchmarks/bench_watch.py [--rounds 5] [--n 100] [--steps 20] [--out FILE.json]
+
+The program is notebook 04's training loop: a jitted gradient of a loss written per name
+(``--n`` scalar parameters, one leaf each: the slow compile), a clean stacked update, and a batch
+mean that compiles again at every step because the batch grows, plus the eager ``jnp`` calls
+between them (tens of compiles in all). Each run is a fresh process (cold caches); the time is
+taken inside it, from before the loop to the end of the watched block, so interpreter start and
+imports do not dilute the ratio. Findings are made after the block, when the report is read
+(never inside the program's time): their cost is recorded on its own (``findings_s``, and the
+ratio with it added), with no goal.
+
+Goals (medians over interleaved rounds, plain / watched / watched without findings, so noise
+on a shared machine hits every side alike; each run's CPU seconds, all its threads, are kept
+beside its wall seconds, as the steadier figure on a loaded host):
+
+- watched wall time ≤ 1.05× the plain run's (``findings=True``: the calls of the functions
+  compiled are kept for the findings), and ≤ 1.02× with ``findings=False``;
+- completeness: compilations listed == the "Finished XLA compilation" lines ``jax_log_compiles``
+  logs in the same run, on this program and on real libraries' programs (an optax training
+  step, a diffrax solve) when they are installed;
+- attribution: every record's ``where`` is a line of this file (the user's code here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for _path in (str(ROOT), str(HERE)):  # run from a checkout without installing; common.py
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+GOALS = {"watched_over_plain": 1.05, "watched_no_findings_over_plain": 1.02}
+MODES = ("plain", "watch", "watch_no_findings")
+THIS = os.path.abspath(__file__)
+
+
+# -- the programs (the user's code, as far as the watch is concerned) ----------------------
+def training_loop(n: int, steps: int) -> float:
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    names = [f"w{i}" for i in range(n)]
+
+    def per_name_loss(params, x):  # one scalar per name: n leaves, n copies of each op
+        return sum((params[k] * x[i] - 1.0) ** 2 for i, k in enumerate(names))
+
+    grad_fn = jax.jit(jax.grad(per_name_loss))
+
+    @jax.jit
+    def clean_update(w, g):  # one stacked array: a few operations whatever n is
+        return w - 0.01 * g
+
+    @jax.jit
+    def batch_mean(batch):  # compiled again at every step: the batch grows by a row
+        return jnp.mean(batch, axis=0)
+
+    params = {k: jnp.float32(1.0) for k in names}
+    w = jnp.ones(n)
+    for step in range(steps):
+        batch = jnp.ones((step + 2, n))
+        g = grad_fn(params, batch_mean(batch))
+        w = clean_update(w, jnp.stack([g[k] for k in names]))
+    return float(w.sum())
+
+
+def optax_program() -> float:
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+    import optax  # noqa: PLC0415
+
+    opt = optax.adam(1e-2)
+    params = {"w": jnp.ones((8, 4)), "b": jnp.zeros(4)}
+
+    def loss(p, x, y):
+        return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
+
+    @jax.jit
+    def train_step(p, state, x, y):
+        value, g = jax.value_and_grad(loss)(p, x, y)
+        updates, state = opt.update(g, state, p)
+        return optax.apply_updates(p, updates), state, value
+
+    state = opt.init(params)
+    for _ in range(5):
+        params, state, value = train_step(params, state, jnp.ones((16, 8)), jnp.zeros((16, 4)))
+    return float(value)
+
+
+def diffrax_program() -> float:
+    import diffrax  # noqa: PLC0415
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    def vector_field(t, y, args):
+        return -args * y + jnp.roll(y, 1) * 0.1
+
+    @jax.jit
+    def solve(y0, k):
+        return diffrax.diffeqsolve(diffrax.ODETerm(vector_field), diffrax.Tsit5(), t0=0.0,
+                                   t1=1.0, dt0=0.05, y0=y0, args=k).ys[-1]
+
+    ys = solve(jnp.ones(16), 0.5)
+    ys = diffrax.diffeqsolve(diffrax.ODETerm(vector_field), diffrax.Dopri5(), t0=0.0, t1=1.0,
+                             dt0=0.05, y0=ys, args=0.5).ys  # called outside jit: its own jit
+    return float(ys.sum())
+
+
+PROGRAMS = {"example": None, "optax": optax_program, "diffrax": diffrax_program}
+
+
+# -- one child process ---------------------------------------------------------------------
+class _Logged(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.n = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("Finished XLA compilation"):
+            self.n += 1
+
+
+def child(mode: str, program: str, n: int, steps: int) -> dict:
+    import jax  # noqa: PLC0415
+
+    import explorer  # noqa: PLC0415
+
+    run = (lambda: training_loop(n, steps)) if program == "example" else PROGRAMS[program]
+    if mode == "count":  # completeness and attribution, with jax_log_compiles on
+        handler = _Logged()
+        logging.getLogger("jax").addHandler(handler)
+        with explorer.watch(findings=False) as w:
+            jax.config.update("jax_log_compiles", True)
+            run()
+            jax.config.update("jax_log_compiles", False)
+        records = w.compiles
+        outside = sorted({r.where for r in records if not r.where.startswith(THIS + ":")})
+        return {"program": program, "listed": len(records), "logged": handler.n,
+                "functions": len(w.summary()), "where_not_users": outside,
+                "wall_s": w.wall_s, "compile_s": w.compile_s, "share_of_wall": w.share_of_wall}
+    t0, c0 = time.perf_counter(), time.process_time()
+    if mode == "plain":
+        value = run()
+        extra = {}
+    else:
+        with explorer.watch(findings=mode == "watch") as w:
+            value = run()
+        t1, c1 = time.perf_counter(), time.process_time()
+        found = w.findings if mode == "watch" else []
+        extra = {"compiles": len(w.compiles), "findings_s": time.perf_counter() - t1,
+                 "overhead_s": w.overhead_s,
+                 "findings_for": [f.name for f in found],
+                 "kinds": [list(f.diagnosis.kinds) for f in found if f.diagnosis is not None]}
+        return {"mode": mode, "seconds": t1 - t0, "cpu_s": c1 - c0, "value": value, **extra}
+    return {"mode": mode, "seconds": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "value": value, **extra}
+
+
+def _spawn(mode: str, program: str, n: int, steps: int) -> dict:
+    env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, THIS, "--child", mode, "--program", program,
+                           "--n", str(n), "--steps", str(steps)], capture_output=True,
+                          text=True, env=env, timeout=1800, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{mode}/{program} failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--n", type=int, default=100, help="names in the per-name loss")
+    parser.add_argument("--steps", type=int, default=20, help="training steps")
+    parser.add_argument("--out", type=Path, default=HERE / "bench_watch.json")
+    parser.add_argument("--child", choices=(*MODES, "count"), help=argparse.SUPPRESS)
+    parser.add_argument("--program", default="example", choices=tuple(PROGRAMS),
+                        help=argparse.SUPPRESS)
+    opts = parser.parse_args(argv)
+    if opts.child:
+        print(json.dumps(child(opts.child, opts.program, opts.n, opts.steps)))
+        return 0
+
+    import jax  # noqa: PLC0415
+
+    from common import host_info  # noqa: PLC0415
+
+    rounds = []
+    for r in range(opts.rounds):
+        order = MODES if r % 2 == 0 else tuple(reversed(MODES))  # interleaved, both orders
+        got = {m: _spawn(m, "example", opts.n, opts.steps) for m in order}
+        plain = got["plain"]["seconds"]
+        cpu = got["plain"]["cpu_s"]
+        rounds.append({"round": r, **{f"{m}_s": got[m]["seconds"] for m in MODES},
+                       **{f"{m}_cpu_s": got[m]["cpu_s"] for m in MODES},
+                       "watched_cpu_over_plain": got["watch"]["cpu_s"] / cpu,
+                       "listener_share": got["watch"]["overhead_s"] / got["watch"]["seconds"],
+                       "watched_no_findings_cpu_over_plain": got["watch_no_findings"]["cpu_s"]
+                       / cpu,
+                       "watched_over_plain": got["watch"]["seconds"] / plain,
+                       "watched_and_findings_over_plain": (got["watch"]["seconds"]
+                                                           + got["watch"]["findings_s"]) / plain,
+                       "watched_no_findings_over_plain": got["watch_no_findings"]["seconds"]
+                       / plain, "findings_s": got["watch"]["findings_s"],
+                       "compiles": got["watch"]["compiles"],
+                       "findings_for": got["watch"]["findings_for"],
+                       "same_value": len({got[m]["value"] for m in MODES}) == 1})
+        print(f"round {r}: " + ", ".join(f"{m} {got[m]['seconds']:.2f} s" for m in MODES),
+              flush=True)
+    counts = []
+    for program in PROGRAMS:
+        try:
+            counts.append(_spawn("count", program, opts.n, opts.steps))
+        except RuntimeError as err:  # a library not installed: said, not hidden
+            counts.append({"program": program, "skipped": str(err).splitlines()[-1]})
+    med = {k: statistics.median(x[k] for x in rounds)
+           for k in (*GOALS, "watched_and_findings_over_plain", "findings_s",
+                     "watched_cpu_over_plain", "watched_no_findings_cpu_over_plain",
+                     "listener_share")}
+    result = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": host_info(),
+        "jax": jax.__version__, "backend": "cpu" if os.environ.get("JAX_PLATFORMS", "cpu")
+        == "cpu" else os.environ["JAX_PLATFORMS"],
+        "program": {"n": opts.n, "steps": opts.steps}, "rounds": rounds,
+        "median": med, "goals": GOALS,
+        "met": {k: med[k] <= GOALS[k] for k in GOALS},
+        "completeness": counts,
+        "complete": all(c.get("listed") == c.get("logged") for c in counts if "skipped" not in c),
+        "attributed": all(not c.get("where_not_users") for c in counts if "skipped" not in c),
+    }
+    opts.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({"median": med, "met": result["met"], "complete": result["complete"],
+                      "attributed": result["attributed"]}, indent=2))
+    print(f"wrote {opts.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

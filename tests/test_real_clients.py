@@ -8,6 +8,7 @@ machinery (diffrax's solver loop, optax's transforms) dominates the programs.
 
 from __future__ import annotations
 
+import html
 import inspect
 
 import jax
@@ -70,6 +71,8 @@ def test_diffrax_findings_and_blame_name_the_users_lines_not_the_librarys():
     assert list(top["line"]) == [SOLVE_LINE, HEAT_LINE]
     assert "equinox/" in top.iloc[0]["via"] or "diffrax/" in top.iloc[0]["via"]
     assert "heat_loss" in str(d) and "site-packages" not in d.findings[0].message
+    page = d._repr_html_()
+    assert f"{__file__}:{SOLVE_LINE} (through {library[0].via})" in html.unescape(page)
     table = explorer.blame(jax.grad(heat_loss), jnp.float32(0.5), heat_y0())
     assert list(table.head(2)["line"]) == [SOLVE_LINE, HEAT_LINE]
     assert table["eqns"].sum() == d.jaxpr_eqns

@@ -99,7 +99,8 @@ def _e(value: Any) -> str:
 
 def _finding_html(f: Any) -> str:
     sentence, _, sketch = f.remedy.partition("\n\n")
-    where = f'<div class="where">{_e(f.where)}</div>' if f.where else ""
+    through = f" (through {f.via})" if getattr(f, "via", None) else ""
+    where = f'<div class="where">{_e(f.where)}{_e(through)}</div>' if f.where else ""
     code = f"<pre><code>{_e(sketch)}</code></pre>" if sketch else ""
     return (f'<div class="finding"><div class="kind">{_e(f.kind)}</div>{where}'
             f"<p>{_e(f.message)}</p><p><b>Remedy.</b> {_e(sentence)}</p>{code}"
@@ -132,11 +133,12 @@ def _figures_html(d: Any) -> str:
 
 
 def _top_lines_html(d: Any) -> str:
-    rows = [[r.eqns, f"{r.file}:{r.line}" if r.line else r.file, r.function, r.code, r.primitives]
-            for r in d.top_lines.head(TOP_LINES_HTML).itertuples()]
+    rows = [[r.eqns, f"{r.file}:{r.line}" if r.line else r.file, r.function, r.code, r.primitives,
+             getattr(r, "via", "")] for r in d.top_lines.head(TOP_LINES_HTML).itertuples()]
     more = len(d.top_lines) - TOP_LINES_HTML
     note = f"<p>{more} more lines.</p>" if more > 0 else ""
-    return _table(["equations", "where", "function", "code", "primitives"], rows, {0}) + note
+    return _table(["equations", "where", "function", "code", "primitives", "through (library)"],
+                  rows, {0}) + note
 
 
 def _sizes_html(d: Any) -> str:

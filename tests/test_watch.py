@@ -445,6 +445,21 @@ def test_compat_reads_the_trace_and_the_lowering():
     assert lower is not None and lower[1] == 3 and lower[2] == _line_of(_loss)[len(""):]
 
 
+def test_without_the_private_route_the_watch_still_counts_and_places(monkeypatch):
+    """compat's public fallback (JAX moved what it reads): no equations, no findings, argument
+    leaves counted from the StableHLO signature, every compile still listed and placed."""
+    monkeypatch.setattr(compat, "jit_trace_in_progress", lambda frame: None)
+    monkeypatch.setattr(compat, "lowering_in_progress", lambda frame: None)
+    params, x = {"w": jnp.ones(3), "b": jnp.zeros(3)}, jnp.ones(3)
+    with explorer.watch() as w, logged_compiles() as logged:
+        jax.jit(_loss)(params, x)
+    assert len(w.compiles) == len(logged)
+    (rec,) = [r for r in w.compiles if r.name == "_loss"]
+    assert rec.where == _line_of(_loss) and rec.eqns is None and rec.n_leaves == 3
+    assert rec.hlo_pre_bytes == len(jax.jit(_loss).lower(params, x).as_text())
+    assert all(f.diagnosis is None for f in w.findings)
+
+
 def test_user_files_are_told_from_libraries():
     assert is_user_file(HERE) and is_user_file("<stdin>")
     assert not is_user_file(jax.__file__) and not is_user_file(explorer.__file__)

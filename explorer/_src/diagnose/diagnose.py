@@ -5,7 +5,10 @@ function once, reads the jaxpr in one linear walk, and turns what it sees into f
 arguments, the same equations repeated once per leaf (jax-ml/jax#4667 "Slow compilation for
 functions acting on PyTrees", https://github.com/jax-ml/jax/issues/4667), a Python loop unrolled
 into a chain, arrays baked in as constants, too many loop-carried arrays, a huge scan ``unroll``.
-The thresholds are keyword arguments; the rendering lives in ``_report.py``.
+Each is charged to the user's own line (an equation made inside diffrax, equinox, optax or flax
+goes to the user's line that called it, the library line beside it: see ``core/blame.py``).
+The thresholds are keyword arguments; the rewrite trial lives in ``trial.py``, projections in
+``projection.py``, the rendering in ``report.py``.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ class Diagnosis:
     """What :func:`diagnose` found in one function.
 
     Attributes:
-        name: the function's name.
+        name: what was diagnosed, as written (``jax.grad(loss)``, ``eqx.filter_jit(step)``).
         n_leaves: array arguments as JAX sees them (leaves of the non-static arguments).
         leaf_paths: each leaf's pytree path, ``args[i]`` + ``jax.tree_util.keystr``.
         jaxpr_eqns: equations, sub-jaxprs (scan, cond, pjit bodies) included.
@@ -65,14 +68,15 @@ class Diagnosis:
         trace_s, lower_s: seconds for those stages, caches cleared first.
         compile_s: cold XLA compile seconds, ``None`` with ``compile=False``.
         measurement: the full cold :class:`Measurement` when compiled, else ``None``.
-        top_lines: the blame table: equations per source line, most first.
+        top_lines: the blame table: equations per line of the user's code, most first, with
+            the library lines they came through (``via``).
         findings: what to change, most important kind first (see :class:`Finding`).
         limits: the thresholds the findings were judged by.
         sizes: with ``make_args``/``sizes``: one row of figures per size, else ``None``.
         exponents: the fitted ``k`` of each figure against size (``figure ≈ c·size^k``).
         projection: compile time projected to 10× the largest size (not measured): a range
             (see :class:`Projection`); :meth:`project` gives it at another size.
-        pack_trial: what trying :func:`explorer.pack` gave (see :class:`PackTrial`), ``None``
+        pack_trial: what trying the explorer's rewrite gave (see :class:`PackTrial`), ``None``
             when it was not tried (no ``"per-leaf-repetition"`` finding, or ``try_pack=False``).
     """
 
@@ -169,17 +173,16 @@ def diagnose(
       min_chain: ``"unrolled-loop"`` from a chain this long on one line.
       max_constant_bytes: ``"large-constants"`` from this many bytes of baked-in arrays.
       max_unroll: ``"large-unroll"`` from a scan ``unroll`` this large.
-      try_pack: when there is a ``"per-leaf-repetition"`` finding, try :func:`explorer.pack` on
-        ``fn`` with the same arguments (static ones held fixed). The original is run op by op
-        (``jax.disable_jit``, so it is not compiled a second time) and the packed program
-        jitted; only if their outputs agree (``allclose``) is the packed program measured as
-        the original was: its equations always, its cold compile time when ``compile=True``.
-        The ratios go into that finding's ``saving`` (and ``Diagnosis.pack_trial``); if pack
-        cannot take ``fn`` (its output is not shaped like its first argument, its leaves do not
-        stack...) or changes the result, the saving says so in one sentence instead. Default
-        ``True``; with ``make_args`` it is tried at the largest size only. It costs one more
-        trace, an op-by-op run of ``fn`` and, with ``compile=True``, one cold compile of the
-        (small) packed program.
+      try_pack: when there is a ``"per-leaf-repetition"`` finding, try the explorer's rewrite
+        (:func:`explorer.jit` on ``fn`` itself; see ``trial.py``) with the same arguments.
+        Its outputs are checked equal (``allclose``) to those of the original, compiled once
+        more (never run op by op), its equations counted (exact), and, with ``compile=True``,
+        3 cold compiles of each interleaved; a compile-time gain is claimed only where their
+        ranges do not overlap. The figures go into that finding's ``saving`` (and
+        ``Diagnosis.pack_trial``), or one sentence on why there are none: skipped past the
+        trial's budget (60 s, 20,000 equations; judged before each step), no 10% fewer
+        equations, refused, or a changed result. Default ``True``; with ``make_args`` it is
+        tried at the largest size only.
 
     Returns:
       A :class:`Diagnosis`; ``print`` it, show it in a notebook, or ``.to_html(path)`` it.

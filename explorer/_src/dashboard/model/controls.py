@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
+import weakref
 from collections.abc import Sequence
 
 import param
@@ -121,8 +122,16 @@ class CaseControls(param.Parameterized):
         except RuntimeError as err:  # executor shut down
             self.session.show(f"Cannot list JAX backends: {err}", "warning")
             return
-        future.add_done_callback(
-            lambda f: self.session.post(functools.partial(self._set_backends, f)))
+        # The future is shared by every page of the server and keeps its callbacks for good:
+        # a callback holding this page would keep it in memory after its session ended.
+        page = weakref.ref(self)
+
+        def answered(f: cf.Future) -> None:
+            controls = page()
+            if controls is not None:
+                controls.session.post(functools.partial(controls._set_backends, f))
+
+        future.add_done_callback(answered)
 
     def _set_backends(self, future: cf.Future) -> None:
         try:

@@ -3,6 +3,8 @@ text as text. (What only a page can show is in test_dashboard_browser.py.)"""
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_the_view_builds_without_a_server(tmp_path, executor):
     import panel as pn
@@ -119,6 +121,59 @@ def test_the_served_page_asks_no_font_host(tmp_path, executor):
         assert not re.search(r"https?://", resources), resources
     finally:
         view.model.close()
+
+
+@pytest.mark.slow
+def test_pages_whose_sessions_ended_leave_nothing_behind(tmp_path, executor):
+    """A served page's objects go when its session ends: a server that has served and ended
+    several sessions holds none of their Dashboards (each kept its whole page, about 1.7 MiB,
+    for good: Panel's process-wide registry of JavaScript callbacks held the Run and Sweep
+    buttons' through their arguments, and the worker's shared list-of-backends answer held the
+    first page's controls). In this process, through the server a user runs, with pages
+    requested over HTTP (no browser: their sessions end after the unused-session lifetime)."""
+    import gc
+    import time
+    import urllib.request
+    import weakref
+
+    import panel as pn
+    from _support import free_port
+
+    import explorer
+
+    made: list[weakref.ref] = []
+
+    def page():
+        view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor)
+        made.append(weakref.ref(view))
+        return view.__panel__()
+
+    port = free_port()
+    server = pn.serve({"app": page}, port=port, address="127.0.0.1", show=False,
+                      threaded=True, unused_session_lifetime=500, check_unused_sessions=250,
+                      websocket_origin=[f"127.0.0.1:{port}"])
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/app", timeout=60) as r:
+                    r.read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.2)
+        for _ in range(2):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/app", timeout=60) as r:
+                assert b"PyTree Compile Explorer" in r.read()
+        assert len(made) == 3
+        deadline = time.monotonic() + 30
+        while any(ref() is not None for ref in made):
+            assert time.monotonic() < deadline, (
+                f"{sum(ref() is not None for ref in made)} of 3 pages still in memory")
+            time.sleep(0.5)
+            gc.collect()
+    finally:
+        server.stop()
 
 
 def test_program_text_is_escaped_never_markup():

@@ -160,3 +160,12 @@ def test_rewrite_trial_budgets_are_stated_and_skip_the_trial(monkeypatch):
     d = explorer.diagnose(per_name_step, names(60), names(60))
     assert d.pack_trial.status == "not tried" and "0 s budget" in d.pack_trial.reason
     assert d.pack_trial.compile_after == ()  # nothing of the rewrite was compiled
+
+
+def test_project_needs_compiled_sizes_and_a_size():
+    d = explorer.diagnose(step, make_args=make_step_args, sizes=(5, 10), compile=False)
+    assert d.projection is None
+    with pytest.raises(ValueError, match="needs compile times at two sizes"):
+        d.project(20)
+    with pytest.raises(ValueError, match="size"):
+        d.project("big")

@@ -60,9 +60,9 @@ class Watch:
     def __enter__(self) -> Watch:
         if self._state != "new":
             raise RuntimeError("this explorer.watch() was already used; start a new one")
-        self._state = "open"
         self._t0 = time.perf_counter()
-        outer = HUB.open(self)
+        outer = HUB.open(self)  # raises, with nothing left changed, if it cannot listen
+        self._state = "open"
         self._busy0 = HUB.busy_s
         if outer:
             self.notes.append(

@@ -1,54 +1,59 @@
 """PyTree Compile Explorer: what does the shape of your JAX state cost, and what to write instead.
 
-The measuring core (everything imported here) uses no Panel; the dashboard is loaded on first
-use of :func:`dashboard`, the plotting functions (HoloViews) on first use of
-:mod:`explorer.plots`.
+The measuring core (everything listed here) uses no Panel. Every public name is imported on
+first use: ``import explorer`` itself imports no JAX (the command line's help and argument
+errors answer at once); the dashboard loads Panel, and :mod:`explorer.plots` HoloViews, when
+first used.
 """
 
-from ._src.core.blame import blame as blame
-from ._src.core.compare import Comparison as Comparison
-from ._src.core.compare import compare as compare
-from ._src.core.fits import fit_power_law as fit_power_law
-from ._src.core.fits import format_exponent as format_exponent
-from ._src.core.fits import scaling_exponents as scaling_exponents
-from ._src.core.measure import Measurement as Measurement
-from ._src.core.measure import count_eqns as count_eqns
-from ._src.core.measure import measure as measure
-from ._src.core.measure import measure_case as measure_case
-from ._src.core.measure import program_texts as program_texts
-from ._src.core.named import NamedArray as NamedArray
-from ._src.core.problems import Problem as Problem
-from ._src.core.user_problems import UserProblem as UserProblem
-from ._src.core.user_problems import define_problem as define_problem
-from ._src.core.problems import get_problem as get_problem
-from ._src.core.problems import problems as problems
-from ._src.core.representations import Case as Case
-from ._src.core.representations import build_case as build_case
-from ._src.core.representations import representations as representations
-from ._src.core.runs import compare_runs as compare_runs
-from ._src.core.spec import Spec as Spec
-from ._src.diagnose.diagnose import Diagnosis as Diagnosis
-from ._src.diagnose.diagnose import Projection as Projection
-from ._src.diagnose.diagnose import diagnose as diagnose
-from ._src.diagnose.findings import Finding as Finding
-from ._src.jobs.sweep import SweepEvent as SweepEvent
-from ._src.jobs.sweep import sweep as sweep
-from ._src.jobs.worker import MeasurementTimeout as MeasurementTimeout
-from ._src.jobs.worker import WorkerCancelled as WorkerCancelled
-from ._src.jobs.worker import WorkerCrashed as WorkerCrashed
-from ._src.jobs.worker import WorkerExecutor as WorkerExecutor
-from ._src.jobs.worker import WorkerOutOfMemory as WorkerOutOfMemory
-from ._src.pack.jit import jit as jit
-from ._src.pack.pack import PackReport as PackReport
-from ._src.pack.pack import Packed as Packed
-from ._src.pack.pack import pack as pack
-from ._src.store.store import COLUMNS as COLUMNS
-from ._src.store.store import RowPending as RowPending
-from ._src.store.store import Store as Store
-from ._src.store.store import StoreError as StoreError
-from ._src.store.store import StoreWarning as StoreWarning
-from ._src.store.store import default_path as default_path
-from ._src.watch import watch as watch
+# Each public name and the private module it lives in: imported on first use (PEP 562), so
+# ``pytree-explorer --help``, a bad argument or a store listing do not wait for JAX.
+_PUBLIC = {
+    "blame": "._src.core.blame",
+    "Comparison": "._src.core.compare",
+    "compare": "._src.core.compare",
+    "fit_power_law": "._src.core.fits",
+    "format_exponent": "._src.core.fits",
+    "scaling_exponents": "._src.core.fits",
+    "Measurement": "._src.core.measure",
+    "count_eqns": "._src.core.measure",
+    "measure": "._src.core.measure",
+    "measure_case": "._src.core.measure",
+    "program_texts": "._src.core.measure",
+    "NamedArray": "._src.core.named",
+    "Problem": "._src.core.problems",
+    "UserProblem": "._src.core.user_problems",
+    "define_problem": "._src.core.user_problems",
+    "get_problem": "._src.core.problems",
+    "problems": "._src.core.problems",
+    "Case": "._src.core.representations",
+    "build_case": "._src.core.representations",
+    "representations": "._src.core.representations",
+    "compare_runs": "._src.core.runs",
+    "Spec": "._src.core.spec",
+    "Diagnosis": "._src.diagnose.diagnose",
+    "Projection": "._src.diagnose.diagnose",
+    "diagnose": "._src.diagnose.diagnose",
+    "Finding": "._src.diagnose.findings",
+    "SweepEvent": "._src.jobs.sweep",
+    "sweep": "._src.jobs.sweep",
+    "MeasurementTimeout": "._src.jobs.worker",
+    "WorkerCancelled": "._src.jobs.worker",
+    "WorkerCrashed": "._src.jobs.worker",
+    "WorkerExecutor": "._src.jobs.worker",
+    "WorkerOutOfMemory": "._src.jobs.worker",
+    "jit": "._src.pack.jit",
+    "PackReport": "._src.pack.pack",
+    "Packed": "._src.pack.pack",
+    "pack": "._src.pack.pack",
+    "COLUMNS": "._src.store.store",
+    "RowPending": "._src.store.store",
+    "Store": "._src.store.store",
+    "StoreError": "._src.store.store",
+    "StoreWarning": "._src.store.store",
+    "default_path": "._src.store.store",
+    "watch": "._src.watch",
+}
 
 # The public API. ``dashboard``, ``Dashboard``, ``ExplorerModel`` and ``plots`` are public too, but
 # loaded on first use (Panel, HoloViews): a star import must not pull them into the core.
@@ -104,7 +109,13 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    # The dashboard needs Panel and the plots HoloViews: import them only when asked, so the
+    if name in _PUBLIC:
+        import importlib  # noqa: PLC0415
+
+        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+        globals()[name] = value  # asked once
+        return value
+    # The dashboard needs Panel and the plots HoloViews: imported only when asked, so the
     # core stays light and Panel-free.
     if name in ("dashboard", "Dashboard", "ExplorerModel"):
         from ._src.dashboard import page as _dashboard  # noqa: PLC0415
@@ -115,3 +126,7 @@ def __getattr__(name: str):
 
         return importlib.import_module(".plots", __name__)
     raise AttributeError(f"module 'explorer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC, "dashboard", "Dashboard", "ExplorerModel", "plots"})

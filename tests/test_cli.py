@@ -282,3 +282,40 @@ def test_serve_stops_on_sigterm_taken_inside_a_gc_callback(tmp_path):
     err = stderr_when_done(proc, 60, "serve still running 60 s after SIGTERM")
     assert proc.returncode == 130, err[-2000:]
     assert "pytree-explorer: interrupted" in err
+
+
+def test_export_of_an_unknown_run_is_one_line_and_writes_nothing(tmp_path, capsys):
+    store = explorer.Store(tmp_path / "s.sqlite")
+    store.add({"run_id": "known", "status": "ok", "problem": "decay", "representation": "dict",
+               "n_states": 2, "horizon": 5, "target": "loss"})
+    out = tmp_path / "x.csv"
+    for argv in (["export", str(out)], ["list"], ["fit"]):
+        code, err = cli_in_process([*argv, "--store", str(store.path), "--run", "UNKNOWN"],
+                                   capsys)
+        assert code == 2 and "no run 'UNKNOWN' in" in one_line(err), argv
+    assert not out.exists()
+    code, _ = cli_in_process(["export", str(out), "--store", str(store.path), "--run", "known"],
+                             capsys)
+    assert code == 0 and out.exists()
+
+
+def test_the_sweep_help_names_every_representation_from_the_registry(capsys):
+    from explorer._src.core.representations import REPRESENTATIONS  # noqa: PLC0415
+
+    with pytest.raises(SystemExit) as stop:
+        main(["sweep", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert stop.value.code == 0 and "packed" in REPRESENTATIONS
+    assert f"of: {', '.join(REPRESENTATIONS)} (default" in text
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["sweep", "-n", "zero"], ["list", "--last", "x"],
+                                  ["nonsense"]])
+def test_help_and_argument_errors_do_not_import_jax(argv):
+    """``pytree-explorer --help`` took ~10 s: it imported JAX (and pandas) before argparse."""
+    code = ("import sys\nfrom explorer._src.cli import main\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit as stop:\n    code = stop.code\n"
+            "print('IMPORTED', sorted(m for m in ('jax', 'pandas') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert "IMPORTED []" in done.stdout, (done.stdout[-300:], done.stderr[-300:])

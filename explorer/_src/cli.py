@@ -13,11 +13,12 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .util import validate as v
+
+if TYPE_CHECKING:  # imported where used: --help and a bad argument import neither it nor JAX
+    import pandas as pd
 
 # The table's columns that fit a terminal: the wide text columns are left to `export`.
 _WIDE = ("source", "device_kind", "jax_version", "host", "error")
@@ -26,6 +27,19 @@ _WIDE = ("source", "device_kind", "jax_version", "host", "error")
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, no usage dump
         self.exit(2, f"pytree-explorer: error: {message}\n")
+
+    def format_help(self) -> str:
+        """The help, with the representations named from their registry (imported only when
+        this help is shown: it needs JAX)."""
+        for action in self._actions:
+            if action.help and _REPRESENTATIONS in action.help:
+                from .core.representations import REPRESENTATIONS  # noqa: PLC0415
+
+                action.help = action.help.replace(_REPRESENTATIONS, ", ".join(REPRESENTATIONS))
+        return super().format_help()
+
+
+_REPRESENTATIONS = "{representations}"  # filled in by _Parser.format_help
 
 
 def _int_list(name: str, low: int, high: int):
@@ -120,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decay, oscillator, lotka_volterra, or your own as MODULE:ATTR (a "
                         "problem made by explorer.define_problem; MODULE may be a .py path)")
     s.add_argument("--representations", "-r", type=_name_list, default=None,
-                   help="comma-separated (default: all of dict,array,unflatten,ravel,module,struct,named)")
+                   help="comma-separated, of: " + _REPRESENTATIONS + " (default: every one "
+                        "the problem can be measured in)")
     s.add_argument("--n-states", "-n", type=_int_list("n_states", 1, v.MAX_N_STATES),
                    default=[10, 30, 100], help="comma-separated state counts (default 10,30,100)")
     s.add_argument("--horizons", type=_int_list("horizon", 1, v.MAX_HORIZON), default=[200],
@@ -245,6 +260,8 @@ def _print_table(frame: pd.DataFrame) -> None:
     if frame.empty:
         print("(no rows)")
         return
+    import pandas as pd  # noqa: PLC0415
+
     from .store.store import TABLE_COLUMNS  # noqa: PLC0415
 
     cols = [c for c in TABLE_COLUMNS if c in frame.columns and c not in _WIDE]
@@ -473,6 +490,9 @@ def _main(args: argparse.Namespace) -> int:
         if not store.path.exists():  # a read-only command creates nothing
             raise ValueError(f"no results store at {store.path} (run a sweep first, or pass "
                              "--store)")
+        if getattr(args, "run", None) is not None and args.run not in set(store.runs().run_id):
+            raise ValueError(f"no run {args.run!r} in {store.path} (pytree-explorer runs "
+                             "lists the stored ones)")
         if args.command == "list":
             _print_table(store.rows(run_id=args.run, status=args.status, limit=args.last[0]))
         elif args.command == "export":

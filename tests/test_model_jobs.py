@@ -239,3 +239,17 @@ def test_a_problem_without_grouped_steps_is_offered_only_what_it_can_run(tmp_pat
     finally:
         m.close()
         m.wait(WAIT_S)
+
+
+def test_an_update_handed_over_before_the_page_closed_is_dropped(tmp_path, executor):
+    """A job's update posted just before the session ended runs after it (on the page's loop):
+    it is dropped instead of touching the gone page's document."""
+    m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor, **TINY)
+    handed: list = []
+    m.session.dispatch = handed.append  # the loop's next turn, run by hand below
+    ran: list[str] = []
+    m.session.post(lambda: ran.append("before close"))
+    m.close()
+    for fn in handed:
+        fn()
+    assert ran == [] and m.wait(WAIT_S)

@@ -31,16 +31,23 @@ class Session(param.Parameterized):
         function. ``None`` runs it at once (tests, scripts).""")
 
     def post(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` where the page wants updates made (see :attr:`dispatch`)."""
+        """Run ``fn`` where the page wants updates made (see :attr:`dispatch`); not at all
+        once the page is closed, also when it closed after ``fn`` was handed over (a job
+        finishing as its session ends must not update a page whose document is gone)."""
         if self.closed:
             return
         if self.dispatch is None:
             fn()
-        else:
-            try:
-                self.dispatch(fn)
-            except Exception:  # the page is gone; nothing to update
-                pass
+            return
+
+        def unless_closed() -> None:
+            if not self.closed:
+                fn()
+
+        try:
+            self.dispatch(unless_closed)
+        except Exception:  # the page is gone; nothing to update
+            pass
 
     def show(self, message: str, kind: str = "danger") -> None:
         self.param.update(alert=message, alert_kind=kind)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
+from _support import CPU_ENV, ROOT, free_port, one_line
 
 import explorer
 
@@ -100,3 +104,66 @@ def test_cancel_kills_the_measurements_running_on_the_workers(tmp_path, client):
     while time.time() < deadline and any(client.run(lambda: len(_cluster._running)).values()):
         time.sleep(0.2)
     assert not any(client.run(lambda: len(_cluster._running)).values())
+
+
+def _start(argv: list[str], log) -> subprocess.Popen:
+    env = {**os.environ, **CPU_ENV, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", *argv], stdout=log, stderr=subprocess.STDOUT,
+                            env=env, start_new_session=True)
+
+
+def _scheduler_and_worker(port: int, log) -> tuple[subprocess.Popen, subprocess.Popen]:
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = _start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port",
+                        str(port), "--no-dashboard"], log)
+    worker = _start(["distributed.cli.dask_worker", address, "--nthreads", "1",
+                     "--no-dashboard"], log)
+    return scheduler, worker
+
+
+def _stop(*procs: subprocess.Popen) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+SWEEP = ["explorer._src.cli", "sweep", "--problem", "decay", "-r", "dict", "-n", "2,3,4,5,6,7",
+         "--horizons", "5", "--targets", "loss", "-q"]
+
+
+@pytest.mark.cluster
+def test_a_killed_scheduler_is_one_line_no_false_rows_and_the_rerun_resumes(tmp_path):
+    """A real scheduler process killed (SIGKILL) once the first row is stored: the sweep ends
+    with one line and status 1, stores no row for the cases that never ran, and the same
+    sweep against a new scheduler measures only those."""
+    port = free_port()
+    db = tmp_path / "r.sqlite"
+    argv = [*SWEEP, "--store", str(db), "--scheduler", f"tcp://127.0.0.1:{port}"]
+    with open(tmp_path / "dask.log", "w") as log:
+        scheduler, worker = _scheduler_and_worker(port, log)
+        sweep = _start(argv, subprocess.PIPE)
+        try:
+            deadline = time.time() + 240
+            while time.time() < deadline and (not db.exists() or explorer.Store(db).rows().empty):
+                assert sweep.poll() is None, sweep.stdout.read()
+                time.sleep(0.2)
+            scheduler.send_signal(signal.SIGKILL)
+            out = sweep.communicate(timeout=120)[0].decode()
+        finally:
+            _stop(sweep, scheduler, worker)
+        assert sweep.returncode == 1, out
+        assert one_line(out).startswith("pytree-explorer: error: lost the Dask scheduler")
+        first = explorer.Store(db).rows()
+        assert 1 <= len(first) < 6 and set(first["status"]) == {"ok"}  # nothing false stored
+        scheduler, worker = _scheduler_and_worker(port, log)
+        try:
+            done = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
+                                  timeout=300, env={**os.environ, **CPU_ENV,
+                                                    "PYTHONPATH": str(ROOT)})
+        finally:
+            _stop(scheduler, worker)
+    assert done.returncode == 0, done.stderr
+    rows = explorer.Store(db).rows()
+    assert rows["n_states"].tolist()[: len(first)] == first["n_states"].tolist()
+    assert sorted(rows["n_states"]) == [2, 3, 4, 5, 6, 7] and set(rows["status"]) == {"ok"}

@@ -516,6 +516,11 @@ def _main(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as err:  # bad input, a bad store file: one line, status 2
         print(f"pytree-explorer: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
+    except RuntimeError as err:  # the Dask scheduler lost mid-sweep: one line, status 1
+        if type(err).__name__ != "SchedulerLost":
+            raise
+        print(f"pytree-explorer: error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("pytree-explorer: interrupted; finished rows are in the store (or, if it was "
               "locked, in its .pending.jsonl side file until the next write)", file=sys.stderr)

@@ -261,6 +261,45 @@ def connect(scheduler: Any, timeout: str = "20s") -> tuple[Any, bool]:
     return scheduler, False
 
 
+class SchedulerLost(RuntimeError):
+    """The Dask scheduler went away during a sweep (killed, its machine down, the network)."""
+
+
+def _lost_message(client: Any, left: int, total: int) -> str:
+    try:
+        where = f" {client.scheduler.address}"
+    except AttributeError:
+        where = ""
+    return (f"lost the Dask scheduler{where} during the sweep: {left} of {total} case(s) not "
+            "measured; the rows finished before are stored, and the same sweep run again "
+            "measures only the rest")
+
+
+@contextlib.contextmanager
+def quiet_reconnect() -> Iterator[None]:
+    """Keep ``distributed``'s own traceback of a failed reconnect out of the terminal while a
+    client whose scheduler is gone is closed (the caller says it in one line)."""
+    import logging  # noqa: PLC0415
+
+    names = ["distributed", *(n for n in logging.root.manager.loggerDict
+                              if n.startswith("distributed."))]
+    loggers = [logging.getLogger(n) for n in names]  # each logger has its own switch
+    previous = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, previous):
+            lg.disabled = was
+
+
+def close_lost(client: Any) -> None:
+    """Close a client whose scheduler is gone without waiting for it to come back."""
+    with quiet_reconnect(), contextlib.suppress(Exception):
+        client.close(timeout=2)
+
+
 def measure_all(client: Any, specs: list[Spec], *, timeout: float | None, python: str | None,
                 per_host: int, cancel: threading.Event | None = None,
                 poll_s: float = 0.1) -> Iterator[tuple[Spec, dict[str, Any]]]:
@@ -268,7 +307,9 @@ def measure_all(client: Any, specs: list[Spec], *, timeout: float | None, python
 
     A task whose Dask worker died (Dask retries it elsewhere first) comes back as a ``crashed``
     row naming the error; the others go on. ``cancel`` set, an interrupt, or closing the
-    iterator cancels what is left and kills the measurements already running.
+    iterator cancels what is left and kills the measurements already running. Losing the
+    scheduler (its tasks cancelled under us) raises :class:`SchedulerLost`: no row is made
+    for a case that never ran, so a rerun measures exactly those.
     """
     from .run import carry, failed_row  # noqa: PLC0415
 
@@ -277,6 +318,7 @@ def measure_all(client: Any, specs: list[Spec], *, timeout: float | None, python
         fn, args = carry(measure_task, (spec, timeout, python, per_host))
         futures[client.submit(fn, *args, pure=False)] = spec
     waiting = dict(futures)
+    lost = False
     try:
         while waiting and not (cancel is not None and cancel.is_set()):
             done = [f for f in waiting if f.done()]
@@ -284,6 +326,9 @@ def measure_all(client: Any, specs: list[Spec], *, timeout: float | None, python
                 time.sleep(poll_s)
                 continue
             for future in done:
+                if future.status in ("cancelled", "lost"):  # not by us: the scheduler is gone
+                    lost = True
+                    raise SchedulerLost(_lost_message(client, len(waiting), len(futures)))
                 spec = waiting.pop(future)
                 try:
                     yield spec, future.result()
@@ -293,7 +338,7 @@ def measure_all(client: Any, specs: list[Spec], *, timeout: float | None, python
                     yield spec, {"row": row, "rollout": None}
     finally:
         left = [f for f in futures if not f.done()]
-        if left:
+        if left and not lost:  # a lost scheduler has nothing left to cancel or kill
             client.cancel(left)
             try:  # a cancelled Dask task's thread runs on: kill its measurement too
                 client.run(kill_tasks, [str(f.key) for f in left])

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ..util import validate as v
+from .cluster import SchedulerLost, close_lost
 from .run import problem_source, run_one, store_row, submit
 from ..core.spec import Spec
 from ..store.store import COLUMNS, Store, StoreWarning, to_frame
@@ -123,7 +124,9 @@ def sweep(
         On a cluster it is a path on the Dask workers' machines, not checked here.
       scheduler: a Dask scheduler address (``tcp://host:8786``) or a ``distributed.Client``:
         each case runs as a Dask task, measured in its Dask worker's own worker process;
-        rows are stored here as they finish, naming the Dask ``worker`` and ``host``.
+        rows are stored here as they finish, naming the Dask ``worker`` and ``host``. A
+        scheduler lost mid-sweep raises a one-line ``RuntimeError`` (``SchedulerLost``) and
+        stores no row for the cases that never ran: the same sweep run again measures them.
       per_host: on a cluster, at most this many measurements at once on one host (a
         per-host ``distributed.Semaphore``): side-by-side timings contaminate each other.
       worker_memory_gib: cap the sweep's own worker at this many GiB of address space (at
@@ -169,6 +172,7 @@ def sweep(
                                       python=None if python is None else check_python(python))
     run_id = run_id or uuid.uuid4().hex[:12]
     marks = contextlib.ExitStack()
+    lost = False  # the Dask scheduler went away: its client is closed without waiting
     try:
         if db is not None and client is None:  # a local sweep: say if another one measures here
             others = marks.enter_context(db.sweeping(run_id))
@@ -209,11 +213,14 @@ def sweep(
             rows.append(row)
             if progress:
                 progress(SweepEvent(i + 1, len(specs), spec, row))
+    except SchedulerLost:
+        lost = True
+        raise
     finally:
         if own_executor:
             executor.shutdown(wait=True, cancel_futures=True)
         if own_client:
-            client.close()
+            close_lost(client) if lost else client.close()
         marks.close()
     return to_frame(rows)
 

@@ -245,8 +245,9 @@ def _findings_html(w: Any) -> str:
         parts.append(f'<div class="fn"><h3>{_e(f.name)} <span class="where">'
                      f"{_e(_where(f.where))}</span></h3><p>{f.share:.0%} of the compile time: "
                      f"{f.compiles} compile(s), {_e(_s(f.compile_s))} of XLA compile recorded "
-                     "while the program ran (diagnose traced it again, without compiling)."
-                     "</p>")
+                     "while the program ran"
+                     + (" (diagnose traced it again, without compiling)." if f.diagnosis
+                        else ".") + "</p>")
         if f.compiles > 1 and f.reason:
             parts.append(f"<p><b>Compiled {f.compiles} times.</b> Why: {_e(f.reason)}</p>")
         if f.diagnosis is None:

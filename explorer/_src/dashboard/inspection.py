@@ -50,14 +50,18 @@ def side_by_side_html(comparison: dict) -> str:
     if not pairs:
         return '<p class="side-by-side">No jaxpr line differs.</p>'
     left, right = (html.escape(label) for label in comparison.get("labels", ("a", "b")))
-    cell = ('<td style="vertical-align:top;white-space:pre;font-family:monospace;'
-            'font-size:var(--explorer-code-font-size, 12px);padding:0 8px;'
-            'background:{}">{}</td>')
+    # Two columns of half the width each, long lines wrapped: sized by their content, one
+    # column of long lines left the other a sliver (presenter mode at 1280 px).
+    cell = ('<td style="vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere;'
+            'font-family:monospace;font-size:var(--explorer-code-font-size, 12px);'
+            'padding:0 8px;background:{}">{}</td>')
     rows = "".join(
         "<tr>" + cell.format("#ffebe9" if a else "transparent", html.escape(a))
         + cell.format("#e6ffec" if b else "transparent", html.escape(b)) + "</tr>"
         for a, b in pairs)
-    return ('<table class="side-by-side" style="border-collapse:collapse;width:100%">'
+    return ('<table class="side-by-side" style="border-collapse:collapse;width:100%;'
+            'table-layout:fixed"><colgroup><col style="width:50%"><col style="width:50%">'
+            '</colgroup>'
             f'<thead><tr><th style="text-align:left">only in {left}</th>'
             f'<th style="text-align:left">only in {right}</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>")
@@ -103,8 +107,10 @@ class ProgramsSection(_LazySection):
     def _contents(self) -> pn.Column:
         m, p = self.model, self.model.programs
         w = pn.widgets
+        # No fixed widths in these rows: at a projector's font sizes a label outgrew its
+        # button's width and ran under the text beside it. The rows wrap instead (FlexBox).
         inspect = w.Button(label="Show programs of the selected row", color="primary",
-                           width=280, disabled=pn.bind(lambda s: s is None, p.param.selected))
+                           disabled=pn.bind(lambda s: s is None, p.param.selected))
         inspect.on_click(_guard(m, m.inspect))
         # A row never measured is compiled first: what that costs, and the user's go.
         go = w.Button(label="Compile it and show its programs", color="warning", width=280,
@@ -128,7 +134,7 @@ class ProgramsSection(_LazySection):
         program_title = _md(pn.bind(self._program_title, p.param.program, p.param.selected),
                             margin=(0, 10))
 
-        compare = w.Button(label="Compare", color="primary", width=140)
+        compare = w.Button(label="Compare", color="primary", min_width=120)
         compare.on_click(_guard(m, m.compare))
         verdict = _md(pn.bind(self._verdict_text, p.param.comparison),
                       sizing_mode="stretch_width")
@@ -139,21 +145,27 @@ class ProgramsSection(_LazySection):
         side_by_side = pn.pane.HTML(pn.bind(side_by_side_html, p.param.comparison),
                                     sizing_mode="stretch_width", height=420, styles=_PRE_STYLE,
                                     disable_math=True)
-        compare_row = _presenter_ready(pn.Row(
+        compare_row = _presenter_ready(pn.FlexBox(
             w.Select.from_param(p.param.compare_a, label="Compare", width=150),
             w.Select.from_param(p.param.compare_b, label="with", width=150),
-            pn.Column(pn.Spacer(height=18), compare),
+            compare,
             _md("at the problem, N, horizon and plot target chosen above.",
-                margin=(32, 10, 0, 10))))
+                css_classes=["compare-caption"]),
+            align_items="flex-end", sizing_mode="stretch_width"))
         # Tabs that are not ``dynamic``: Panel keeps a hidden tab's models off the page and
         # brings them up to date there with its CDN's stylesheets (a second row's jaxpr while
         # StableHLO is in front), which the page then asks that host for. Every text is cut at
         # MAX_TEXT_CHARS, so a row's programs all go to the page at once.
         return pn.Column(
-            pn.Row(inspect, program_title),
+            pn.FlexBox(inspect, program_title, align_items="center",
+                       sizing_mode="stretch_width"),
             pn.Row(go, cost, sizing_mode="stretch_width"),
             pn.Tabs(("jaxpr", jaxpr), ("StableHLO", stablehlo), ("Optimised HLO", hlo),
-                    ("Equation blame", blame), sizing_mode="stretch_width"),
+                    # In a Column: the table's own model is replaced when its rows first come,
+                    # and Bokeh's tabs then laid the new one out below the other tabs' space
+                    # (about 430 px down: an empty screen at 1280x800) instead of in it.
+                    ("Equation blame", pn.Column(blame, sizing_mode="stretch_width")),
+                    sizing_mode="stretch_width"),
             _md("### Are two representations the same program to XLA?",
                 margin=(20, 10, 0, 10)),
             compare_row, verdict,

@@ -60,8 +60,7 @@ N_DIM = hv.Dimension("n_states", label="state count N")
 # A hovered point gets a dark outline. Given always, this also keeps a plot's figure the same
 # shape whether its points have one colour or several: Bokeh gives a point glyph a hover glyph
 # only when a hover style is given, and HoloViews gives one for a colour column with more than
-# one value. One figure for both, a new line updates the page's figure in place
-# (explorer._src.dashboard.bokeh_sync) instead of replacing it.
+# one value. One figure shape for both: a hovered point looks the same with one line or two.
 _HOVERED = dict(hover_line_color="#222222", hover_line_width=2)
 
 

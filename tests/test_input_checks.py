@@ -4,6 +4,7 @@ user builds by hand name what is wrong instead of raising from deep inside JAX o
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from _support import one_line
 
@@ -27,3 +28,43 @@ def test_measure_caps_repeats_and_runs_as_a_sweep_does(option, value, cap):
     assert repr(value) in text
     with pytest.raises(ValueError, match=f"{option} must be an integer between 1 and {cap}"):
         explorer.Spec("decay", "dict", 3, 5, "loss", **{option: value}).validated()
+
+
+@pytest.mark.parametrize("groups, words", [
+    ({}, "needs at least one group"),
+    ({"position": np.zeros(3), "velocity": np.zeros((2, 3))},
+     "groups must have the same leading axes"),
+    ({"position": np.zeros((4, 3)), "velocity": np.zeros((2, 3))},
+     "groups must have the same leading axes"),
+    ({"position": "abc"}, "group 'position' is not an array of numbers"),
+])
+def test_named_array_from_bad_groups_is_one_line(groups, words):
+    with pytest.raises(ValueError) as err:
+        explorer.NamedArray.from_groups(groups)
+    assert words in one_line(str(err.value))
+
+
+def test_named_array_from_groups_still_concatenates():
+    x = explorer.NamedArray.from_groups({"a": np.zeros((5, 2)), "b": np.ones((5, 3))})
+    assert x.layout == (("a", 2), ("b", 3)) and x.data.shape == (5, 5)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"targets": 3}, "target must be one name or a list of names"),
+    ({"representations": 7}, "representation must be one name or a list of names"),
+])
+def test_sweep_names_that_are_not_names_are_one_line(kwargs, words):
+    with pytest.raises(ValueError) as err:
+        explorer.sweep("decay", **{"representations": ["dict"], **kwargs}, n_states=[2],
+                       store=False)
+    assert words in one_line(str(err.value))
+    assert repr(next(iter(kwargs.values()))) in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["x", -1, 2.5, True])
+def test_compare_max_diff_lines_is_checked(value):
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    with pytest.raises(ValueError) as err:
+        explorer.compare(jnp.sin, (jnp.ones(2),), jnp.cos, (jnp.ones(2),), max_diff_lines=value)
+    assert one_line(str(err.value)).startswith("max_diff_lines must be an integer between 0 and")

@@ -15,6 +15,7 @@ import jax
 
 from .blame import scopes
 from .measure import count_eqns
+from ..util.validate import check_int
 
 # Names that say nothing about the computation: the function a jaxpr equation calls
 # (``name=time_stepping``), module and private function names in StableHLO, and the
@@ -149,6 +150,7 @@ def compare(
     if (not isinstance(labels, (tuple, list)) or len(labels) != 2
             or not all(isinstance(s, str) for s in labels)):
         raise ValueError(f"labels must be two strings, one per program, got {labels!r}")
+    check_int("max_diff_lines", max_diff_lines, 0, 10**7)
     traced_a = jax.jit(fn_a).trace(*args_a)
     traced_b = jax.jit(fn_b).trace(*args_b)
     jaxpr_a = normalise_jaxpr(str(traced_a.jaxpr))

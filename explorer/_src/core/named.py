@@ -159,11 +159,24 @@ class NamedArray:
             >>> x.layout
             (('position', 3), ('velocity', 3))
         """
-        arrays = {g: jnp.asarray(a) for g, a in groups.items()}
-        for g, a in arrays.items():
-            if a.ndim == 0:
+        if not isinstance(groups, Mapping) or not groups:
+            raise ValueError(f"a NamedArray needs at least one group: give a dict of group "
+                             f"name to array, got {groups!r}")
+        arrays = {}
+        for g, a in groups.items():
+            try:
+                arrays[g] = a if isinstance(a, jax.Array) else jnp.asarray(a)
+            except (TypeError, ValueError):
+                raise ValueError(f"group {g!r} is not an array of numbers, got "
+                                 f"{type(a).__name__}") from None
+            if arrays[g].ndim == 0:
                 raise ValueError(f"group {g!r} must be at least 1-D (its last axis is named), "
                                  f"got a scalar; use jnp.reshape(value, (1,))")
+        leading = {g: tuple(a.shape[:-1]) for g, a in arrays.items()}
+        if len(set(leading.values())) > 1:
+            shapes = ", ".join(f"{g!r} {tuple(a.shape)}" for g, a in arrays.items())
+            raise ValueError(f"groups must have the same leading axes (only the last one is "
+                             f"named), got {shapes}")
         layout = tuple((g, a.shape[-1]) for g, a in arrays.items())
         return cls(jnp.concatenate(list(arrays.values()), axis=-1), layout)
 

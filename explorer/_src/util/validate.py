@@ -36,6 +36,9 @@ def check_many(kind: str, values: Any, choices: Sequence[str]) -> tuple[str, ...
     """One name or a non-empty list of names, each one of ``choices``; order kept, no repeats."""
     if isinstance(values, str):
         values = [values]
+    if values is not None and not isinstance(values, Iterable):
+        raise ValueError(f"{kind} must be one name or a list of names ({', '.join(choices)}), "
+                         f"got {values!r}")
     values = list(dict.fromkeys(values or []))
     if not values:
         raise ValueError(f"choose at least one {kind}: {', '.join(choices)}")

@@ -298,7 +298,9 @@ def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: b
         library = None if own else _library(findings[per_leaf[0]].via)
         trial = _trial.try_rewrite(call, args, static, traced, eqns,
                                    measurement.compile_s if measurement else None, compile,
-                                   backend, name, library=library, trace_s=trace_s)
+                                   backend, name, library=library, trace_s=trace_s,
+                                   original_s=(measurement.total_compile_s if measurement
+                                               else None))
         first = (own or per_leaf)[0]
         findings[first] = _findings.with_pack(findings[first], trial)
     return Diagnosis(

@@ -33,7 +33,7 @@ BUDGET_S = 60.0       # seconds the whole trial may take, its compiles included
 MAX_EQNS = 20_000     # a larger program is not rewritten, run and compiled again
 MIN_FEWER = 0.10      # the rewrite must remove at least this share of the equations
 REPEATS = 3           # cold compiles of each program, interleaved
-PACK_COST = 3.0       # a rewrite's trace and pack, in traces of the original (an estimate)
+PACK_S_PER_EQN = 1e-3  # explorer.jit's packing, about 0.4 ms an equation here; an upper guess
 RTOL, ATOL = 1e-5, 1e-6  # the rewritten outputs must match the original's this closely
 
 
@@ -136,14 +136,17 @@ except ImportError:  # pragma: no cover - an explorer without explorer.jit
 
 def try_rewrite(fn: Callable, args: tuple, static: tuple[int, ...], traced: Any, eqns: int,
                 compile_s: float | None, compile: bool, backend: str | None, name: str,
-                library: str | None = None, trace_s: float = 0.0) -> PackTrial:
+                library: str | None = None, trace_s: float = 0.0,
+                original_s: float | None = None) -> PackTrial:
     """Rewrite ``fn``, check it computes the same, count and compare. Never raises for the
     user's code: what went wrong is the trial's one-sentence ``reason``.
 
     ``library``: set when every per-leaf finding lies in a library's code (named), where a
     rewrite of the user's function cannot help. ``trace_s``: what tracing ``fn`` took; the
-    rewrite traces it again and then packs it, which cannot be stopped half way, so it is not
-    started when that would take the trial past its budget.
+    rewrite traces it again (at most that long: a library's inner jits are cached by then) and
+    packs it, which cannot be stopped half way, so it is not started when that would take the
+    trial past its budget. ``original_s``: what one cold measurement of ``fn`` took (trace,
+    lower, compile), the cost of each further repeat of it.
     """
     start = time.perf_counter()
 
@@ -161,9 +164,10 @@ def try_rewrite(fn: Callable, args: tuple, static: tuple[int, ...], traced: Any,
     dynamic = tuple(a for i, a in enumerate(args) if i not in static)
     if not dynamic:
         return result("not tried", "the function has no array arguments to stack")
-    if PACK_COST * trace_s > BUDGET_S:
+    if trace_s + PACK_S_PER_EQN * eqns > BUDGET_S:
         return result("not tried", f"tracing the function took {trace_s:.0f} s; tracing and "
-                      f"packing it again would take the trial past its {BUDGET_S:.0f} s budget")
+                      f"packing its {eqns:,} equations again would take the trial past its "
+                      f"{BUDGET_S:.0f} s budget")
 
     def step(*dyn: Any) -> Any:  # the static arguments held fixed, as jit holds them
         it = iter(dyn)
@@ -203,16 +207,16 @@ def try_rewrite(fn: Callable, args: tuple, static: tuple[int, ...], traced: Any,
         return result("measured", "compile times not compared (compile=False)",
                       eqns_after=eqns_after)
     return _compare(fn, args, static, new, compile_s, backend, name, start, result,
-                    eqns_after)
+                    eqns_after, original_s)
 
 
 def _compare(fn: Callable, args: tuple, static: tuple[int, ...], new: _Rewritten,
              compile_s: float | None, backend: str | None, name: str, start: float,
-             result: Callable, eqns_after: int) -> PackTrial:
+             result: Callable, eqns_after: int, original_s: float | None = None) -> PackTrial:
     """Interleaved cold compiles, original first (its first repeat is the diagnosis's own)."""
     before = [compile_s] if compile_s is not None else []
     after: list[float] = []
-    cost = {"before": compile_s or 0.0, "after": 0.0}
+    cost = {"before": original_s or compile_s or 0.0, "after": 0.0}
     order = ["after", "before"] * REPEATS
     try:
         for which in order:

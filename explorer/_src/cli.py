@@ -221,8 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--no-compile", action="store_true",
                     help="trace and lower only (fast; no compile time)")
     dg.add_argument("--no-pack", action="store_true",
-                    help="do not try explorer.pack on a per-leaf-repetition finding (by default "
-                    "it is tried, checked equal, and its measured ratios shown in the finding)")
+                    help="do not try explorer.jit on a per-leaf-repetition finding (by default "
+                    "it is tried within a 60 s budget, checked equal, and its measured figures "
+                    "shown in the finding)")
     dg.add_argument("--backend", default=None, help="cpu, gpu... (default: JAX's default)")
     dg.add_argument("--html", default=None, metavar="PATH",
                     help="also write a standalone HTML report (opens offline)")

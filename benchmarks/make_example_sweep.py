@@ -12,7 +12,7 @@ which runs, through the library:
                    rollouts=True, resume=False, store=<tmp store>)
     explorer.sweep("decay", None, [1000], 200, ("loss", "grad"), resume=False,
                    store=<tmp store>)
-    <tmp store>.export("explorer/data/example_sweep.csv")
+    <tmp store>.export("explorer/data/example_sweep.csv")   # the interpreter by name only
 
 and then copies a few stored rollout trajectories (N=10, loss rows: the first, middle and last
 state of each representation) into ``explorer/data/example_rollouts.csv``, so the rollout plot
@@ -53,14 +53,20 @@ def main() -> None:
         sweep("decay", only, [1000], 200, ("loss", "grad"), resume=False, store=store)
         out = DATA / "example_sweep.csv"
         rollouts = _rollouts(store, store.rows(status="ok"))
+        rows = _portable(store.rows())
         if only:
-            rows, rollouts = _merge(store.rows(), rollouts, set(only))
-            rows.to_csv(out, index=False)     # as Store.export writes a .csv
-        else:
-            store.export(out)
+            rows, rollouts = _merge(rows, rollouts, set(only))
+        rows.to_csv(out, index=False)     # as Store.export writes a .csv
     rollouts.to_csv(DATA / "example_rollouts.csv", index=False, float_format="%.6g")
     print(f"wrote {out} ({out.stat().st_size // 1024} KB) and example_rollouts.csv "
           f"({(DATA / 'example_rollouts.csv').stat().st_size // 1024} KB)")
+
+
+def _portable(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows as shipped to every user: the interpreter by its name, not by where it lies on
+    the machine that measured (a developer's folders are no one else's business)."""
+    return rows.assign(python=rows["python"].map(
+        lambda p: Path(p).name if isinstance(p, str) and p else p))
 
 
 def _rollouts(store, rows: pd.DataFrame) -> pd.DataFrame:

@@ -39,7 +39,7 @@ def _visit(browser, path: Path, screenshot: Path | None,
 
     def route(request_route) -> None:
         url = request_route.request.url
-        if url.startswith("file:///") or url.startswith("data:"):
+        if url.startswith(("file:///", "data:")):
             request_route.continue_()
         else:
             asked.append(url)

@@ -25,7 +25,7 @@ _CDN = re.compile(r"https://cdn\.holoviz\.org/panel/[^/\"'\s]+/dist/([^\"'\s?]+\
                   r"(?:\?v=[^\"'\s]*)?")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _data_url(path: str) -> str | None:
     """The installed Panel's ``dist/<path>`` as a ``data:`` address (``None`` if absent)."""
     found = resources.files("panel").joinpath("dist", *path.split("/"))

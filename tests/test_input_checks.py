@@ -68,3 +68,18 @@ def test_compare_max_diff_lines_is_checked(value):
     with pytest.raises(ValueError) as err:
         explorer.compare(jnp.sin, (jnp.ones(2),), jnp.cos, (jnp.ones(2),), max_diff_lines=value)
     assert one_line(str(err.value)).startswith("max_diff_lines must be an integer between 0 and")
+
+
+@pytest.mark.parametrize("length", [-1, 2.5, "3", True, 0])
+def test_a_packed_rollout_length_must_be_a_whole_number_of_steps(length):
+    """``rollout(length=-1)`` raised from inside ``lax.scan``; ``length=2.5`` was cut to 2."""
+    def step(s, p):
+        return {k: 0.9 * s[k] + p[k] for k in s}
+
+    s = {"a": np.float32(1.0), "b": np.float32(2.0)}
+    packed = explorer.pack(step, s, s)
+    x, theta = packed.pack_args(s, s)
+    assert packed.rollout(x, theta, length=3).shape == (3, 2)
+    with pytest.raises(ValueError) as err:
+        packed.rollout(x, theta, length=length)
+    assert one_line(str(err.value)).startswith("length must be an integer between 1 and")

@@ -44,13 +44,16 @@ import numpy as np
 from jax import lax
 from jax.extend import core as jex_core
 
-from ..util.validate import describe_error
+from ..util.validate import check_int, describe_error
 from .general import pack_function
 from .step_emit import _Emitter
 from .step_graph import Kind, _complete_outputs, _Graph, _Node
 from .step_layout import _assemble, _choose_layouts, _merge_groups, _take
 
 __all__ = ["PackReport", "Packed", "pack"]
+
+
+MAX_STEPS = 10**9  # a rollout's length and unroll: any whole number of steps a device holds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,6 +263,8 @@ class Packed:
         A ``lax.scan`` of :meth:`step_in_layout`: the lane layout is applied once before the
         loop and undone once after it, never inside.
         """
+        check_int("length", length, 1, MAX_STEPS)  # lax.scan's own error, or 2.5 cut to 2
+        check_int("unroll", unroll, 1, MAX_STEPS)
         x_in, *rest_in = self.to_layout(x, *rest)
 
         def body(state, _):

@@ -365,6 +365,7 @@ def test_the_page_shows_offline_in_chromium(tmp_path, page):
 
 
 # -- real libraries --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_an_optax_training_step():
     optax = pytest.importorskip("optax")
     opt = optax.adam(1e-2)
@@ -389,6 +390,7 @@ def test_an_optax_training_step():
     assert all(r.where.startswith(HERE + ":") for r in w.compiles), [r.where for r in w.compiles]
 
 
+@pytest.mark.slow
 def test_a_diffrax_solve():
     diffrax = pytest.importorskip("diffrax")
 
@@ -409,6 +411,7 @@ def test_a_diffrax_solve():
     assert solver.eqns > 100
 
 
+@pytest.mark.slow
 def test_an_equinox_filter_jit_step_is_charged_to_its_definition():
     eqx = pytest.importorskip("equinox")
     mlp = eqx.nn.MLP(2, 2, 4, 1, key=jax.random.PRNGKey(0))
@@ -545,6 +548,7 @@ def test_cli_in_process_stores_the_run(tmp_path, capsys, monkeypatch):
     assert "is a directory" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_import_explorer_watch_keeps_the_function(tmp_path):
     code = ("import explorer, explorer.watch, jax, jax.numpy as jnp\n"
             "from explorer import watch\n"

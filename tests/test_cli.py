@@ -101,8 +101,11 @@ def test_cli_lists_problems_and_representations(capsys):
         "decay", "oscillator", "lotka_volterra"]
     assert main(["representations"]) == 0
     out = capsys.readouterr().out
-    assert [line.split()[0] for line in out.splitlines()] == [
-        "dict", "array", "unflatten", "ravel", "module", "struct", "named", "packed"]
+    from explorer._src.core.representations import REPRESENTATIONS  # noqa: PLC0415
+
+    assert [line.split()[0] for line in out.splitlines()] == list(REPRESENTATIONS)
+    assert REPRESENTATIONS[:8] == ("dict", "array", "unflatten", "ravel", "module", "struct",
+                                   "named", "packed")
 
 
 def test_cli_rollouts_are_stored(tmp_path):

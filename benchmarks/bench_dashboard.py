@@ -51,7 +51,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 def available() -> str | None:
     """Why the dashboard cannot be benchmarked here, or ``None`` when it can."""
-    if not APP.exists() or not (ROOT / "explorer" / "_dashboard.py").exists():
+    if not APP.exists() or not (ROOT / "explorer" / "_src" / "dashboard" / "page.py").exists():
         return "the dashboard (apps/explorer_app.py, explorer/_src/dashboard/page.py) does not exist"
     if not Path(CHROMIUM).exists():
         return f"no chromium at {CHROMIUM}"
@@ -81,16 +81,16 @@ def _rss_bytes(pid: int) -> int | None:
 class _Server:
     """``panel serve`` in its own session, with a private store; stopped on exit."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, app: Path = APP, store: Path | None = None):
         self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}/{APP.stem}"
-        self.store = workdir / "results.sqlite"
+        self.url = f"http://127.0.0.1:{self.port}/{app.stem}"
+        self.store = store or workdir / "results.sqlite"
         env = {**os.environ, "PYTREE_EXPLORER_DB": str(self.store),
                "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
-        self.log = (workdir / "server.log").open("w")
+        self.log = (workdir / f"server-{app.stem}.log").open("w")
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "panel", "serve", str(APP), "--port", str(self.port),
+            [sys.executable, "-m", "panel", "serve", str(app), "--port", str(self.port),
              "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{self.port}"],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 

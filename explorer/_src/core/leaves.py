@@ -53,7 +53,7 @@ def hold_static(fn: Callable, args: tuple, static_argnums: Any = ()
                 ) -> tuple[Callable, tuple, tuple[int, ...]]:
     """``(fn, args, static)`` as a plain ``jax.jit`` takes them, computing what the user's call
     computes (see the module docstring). ``static`` are the non-negative static positions."""
-    from .measure import static_positions  # noqa: PLC0415 - measure imports this module
+    from .measure import static_positions  # here: measure imports this module
 
     static = static_positions(static_argnums, len(args))
     fn, args = _split_graph_nodes(fn, args, static)

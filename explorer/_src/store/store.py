@@ -208,6 +208,11 @@ class Store:
         if not self._memory() and not self.path.exists():
             self._check_creatable()
             return
+        self.make()
+
+    def make(self) -> None:
+        """Make the store (its folder, file and tables) if it is not there yet, and check it
+        can be written, as :meth:`check_writable` does: for a caller about to write now."""
         try:
             with self._transaction(0):
                 pass

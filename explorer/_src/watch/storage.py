@@ -50,7 +50,7 @@ def check_store_path(path: str) -> None:
 def save(w: Any, path: str, *, program: str, argv: list[str], status: int) -> str:
     """Store ``w``'s compilations (and findings, if made) as one run; returns its id."""
     store = Store(Path(path).expanduser())
-    store.check_writable()  # makes the store's own tables, or refuses a foreign file
+    store.make()  # makes the store's own tables, or refuses a foreign file
     run_id = f"watch-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     records = w.compiles
     found = w.findings if w.findings_wanted and w._findings is not None else []

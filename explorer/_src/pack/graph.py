@@ -125,6 +125,7 @@ class Scope:
         self.name = name
         self.inputs: list[list[In]] = []       # per class, lanes in order
         self.outputs: list[Node] = []
+        self.out_order: list[int] | None = None   # outputs by class and lane, if not in order
 
 
 def _hashable(value):
@@ -144,6 +145,7 @@ class Graph:
         self._params: dict[int, tuple[Any, Any]] = {}     # id(eqn) -> (eqn, key)
         self.n_eqns = 0
         self.regions: list[Region] = []
+        self.keys: dict[int, Any] = {}        # node uid -> natural key of its leaf, or None
 
     # -- signatures ---------------------------------------------------------------------------
 
@@ -307,27 +309,108 @@ class Graph:
 
     # -- regions ------------------------------------------------------------------------------
 
-    def _classes(self, scope, roles, avals) -> list[tuple[str, list[int]]]:
-        """Input classes of a body: positions grouped by role, shape and dtype."""
+    def origin(self, node: Node, depth: int = 8):
+        """The natural key of the leaf ``node`` derives from (its first operand's, down to an
+        argument's leaf), or ``None``: what orders a loop's lanes."""
+        if node.uid in self.keys:
+            return self.keys[node.uid]
+        key = None
+        if depth:
+            if isinstance(node, (Op, Multi, Region)):
+                below = node.operands[:2]
+            elif isinstance(node, Reshape):
+                below = (node.operand,)
+            elif isinstance(node, Sum):
+                below = (node.term,)
+            elif isinstance(node, Out):
+                below = (node.parent,)
+            else:
+                below = ()
+            for o in below:
+                key = self.origin(o, depth - 1)
+                if key is not None:
+                    break
+        self.keys[node.uid] = key
+        return key
+
+    def _classes(self, scope, roles, avals, operands=None) -> list[tuple[str, list[int]]]:
+        """Input classes of a body: positions grouped by role, shape and dtype; with
+        ``operands``, each class's lanes in the natural order of the leaves they come from
+        (``x_2`` before ``x_10``), so that a body reading neighbours reads slices."""
         found: dict[tuple, list[int]] = {}
         for pos, (role, aval) in enumerate(zip(roles, avals)):
             found.setdefault((role, tuple(aval.shape), np.dtype(aval.dtype).str), []).append(pos)
-        return [(key[0], positions) for key, positions in found.items()]
+        classes = [(key[0], positions) for key, positions in found.items()]
+        if operands is not None:
+            for role, positions in classes:
+                if role != "index" and len(positions) > 1:
+                    keys = [self.origin(operands[p]) for p in positions]
+                    if all(k is not None for k in keys):
+                        order = sorted(range(len(positions)), key=lambda i: keys[i])
+                        positions[:] = [positions[i] for i in order]
+        return classes
 
-    def _body_inputs(self, scope, classes, avals) -> list[Node]:
+    def _order_unkeyed_carries(self, scope, classes, offset: int) -> None:
+        """Lanes of a carry that starts from constants (a transposed scan's cotangents) in
+        the order of what their updates read (``xs``, or carries already ordered), grouped by
+        formula: ``[ct_p_0 .. ct_p_n, ct_s_0 .. ct_s_n]``, each in natural order."""
+        for cls, (role, positions) in enumerate(classes):
+            lanes = scope.inputs[cls]
+            if role != "carry" or len(lanes) < 2 or any(
+                    self.keys.get(n.uid) is not None for n in lanes):
+                continue
+            outs = [scope.outputs[p - offset] for p in positions]
+            for _ in range(3):              # a carry read by another carry's update: again
+                for k in [k for k, v in self.keys.items() if v is None]:
+                    del self.keys[k]
+                for node, out in zip(lanes, outs):
+                    if self.keys.get(node.uid) is None:
+                        key = self.origin(out)
+                        if key is not None:
+                            self.keys[node.uid] = key
+            keys = [self.keys.get(n.uid) for n in lanes]
+            if any(k is None for k in keys):
+                continue
+            rank: dict[int, int] = {}
+            for out in outs:
+                rank.setdefault(out.sig, len(rank))
+            order = sorted(range(len(lanes)), key=lambda i: (rank[outs[i].sig], keys[i]))
+            if order == list(range(len(lanes))):
+                continue
+            old = list(positions)
+            positions[:] = [old[i] for i in order]
+            new = [lanes[i] for i in order]
+            for lane, node in enumerate(new):
+                node.lane = lane
+            scope.inputs[cls] = new
+
+    def _body_inputs(self, scope, classes, avals, operands=None) -> list[Node]:
         args: list[Node | None] = [None] * len(avals)
         for _, positions in classes:
             aval = avals[positions[0]]
             for pos, node in zip(positions, self.inputs(scope, aval.shape, aval.dtype,
                                                        len(positions))):
                 args[pos] = node
+                if operands is not None:
+                    self.keys[node.uid] = self.origin(operands[pos])
         return args
 
-    def _region(self, kind, eqn, operands, scopes, in_classes, out_roles, out_avals) -> list[Out]:
+    def _region(self, kind, eqn, operands, scopes, in_classes, out_roles, out_avals,
+                carry_offset=None) -> list[Out]:
         region = Region(self.sig(("region", next(_uids))), (), np.float32)
         region.kind, region.eqn, region.operands = kind, eqn, operands
         region.scopes, region.in_classes = scopes, in_classes
-        region.out_classes = self._classes(None, out_roles, out_avals)
+        outputs = scopes[0].outputs if kind in ("scan", "cond") else None
+        out_classes = self._classes(None, out_roles, out_avals, outputs)
+        if carry_offset is not None:     # the carry goes out in the lane order it came in
+            carried = [("carry", [p - carry_offset for p in pos])
+                       for role, pos in in_classes if role == "carry"]
+            out_classes = carried + [c for c in out_classes if c[0] != "carry"]
+        region.out_classes = out_classes
+        order = [p for _, positions in out_classes for p in positions]
+        for scope in scopes:
+            if len(scope.outputs) == len(order):
+                scope.out_order = order
         self.regions.append(region)
         outs: list[Out | None] = [None] * len(eqn.outvars)
         for cls, (_, positions) in enumerate(region.out_classes):
@@ -346,12 +429,14 @@ class Graph:
         avals = [v.aval for v in body.jaxpr.invars]
         roles = ["const"] * nc + ["carry"] * nk + ["xs"] * (len(avals) - nc - nk)
         scope = Scope("scan body")
-        classes = self._classes(scope, roles, avals)
-        args = self._body_inputs(scope, classes, avals)
+        classes = self._classes(scope, roles, avals, operands)
+        args = self._body_inputs(scope, classes, avals, operands)
         scope.outputs = self.inline(body.jaxpr, body.consts, args, scope)
+        self._order_unkeyed_carries(scope, classes, nc)
         out_avals = [v.aval for v in body.jaxpr.outvars]
         out_roles = ["carry"] * nk + ["ys"] * (len(out_avals) - nk)
-        return self._region("scan", eqn, operands, [scope], classes, out_roles, out_avals)
+        return self._region("scan", eqn, operands, [scope], classes, out_roles, out_avals,
+                            carry_offset=nc)
 
     def _while(self, eqn, operands):
         p = eqn.params
@@ -361,29 +446,29 @@ class Graph:
         avals = ([v.aval for v in cond.jaxpr.invars[:nc]] +
                  [v.aval for v in body.jaxpr.invars[:nb]] + carry_avals)
         roles = ["cconst"] * nc + ["bconst"] * nb + ["carry"] * len(carry_avals)
-        classes = self._classes(None, roles, avals)
+        classes = self._classes(None, roles, avals, operands)
         scopes = []
         for name, jaxpr, picks in (("while cond", cond, ("cconst", "carry")),
                                    ("while body", body, ("bconst", "carry"))):
             scope = Scope(name)
-            args = self._body_inputs(scope, classes, avals)
+            args = self._body_inputs(scope, classes, avals, operands)
             # Each scope sees every class (same class numbers); it reads its own.
             inner = [a for a, r in zip(args, roles) if r in picks]
             scope.outputs = self.inline(jaxpr.jaxpr, jaxpr.consts, inner, scope)
             scopes.append(scope)
         return self._region("while", eqn, operands, scopes, classes,
-                            ["carry"] * len(carry_avals), carry_avals)
+                            ["carry"] * len(carry_avals), carry_avals, carry_offset=nc + nb)
 
     def _cond(self, eqn, operands):
         branches = eqn.params["branches"]
         avals = [v.aval for v in branches[0].jaxpr.invars]
         roles = ["index"] + ["operand"] * len(avals)
         all_avals = [eqn.invars[0].aval] + avals
-        classes = self._classes(None, roles, all_avals)
+        classes = self._classes(None, roles, all_avals, operands)
         scopes = []
         for k, branch in enumerate(branches):
             scope = Scope(f"cond branch {k}")
-            args = self._body_inputs(scope, classes, all_avals)
+            args = self._body_inputs(scope, classes, all_avals, operands)
             scope.outputs = self.inline(branch.jaxpr, branch.consts, args[1:], scope)
             scopes.append(scope)
         out_avals = [v.aval for v in branches[0].jaxpr.outvars]

@@ -25,6 +25,7 @@ from jax.extend import core as jex_core
 from .emit import Emitter
 from .graph import Graph, Region, Scope, Unpackable
 from .plan import ScopePlan, plan_scope
+from .step_layout import _natural_key
 
 __all__ = ["JitReport", "Jitted", "RegionReport", "jit"]
 
@@ -247,20 +248,26 @@ class Jitted:
         for i, (path, var) in enumerate(zip(paths, invars)):
             groups.setdefault((_arg_name(path, positions), tuple(var.aval.shape),
                                np.dtype(var.aval.dtype).str), []).append(i)
-        in_groups = list(groups.values())
+        # Lanes in the natural order of the leaf paths (x_2 before x_10; dict keys sort as
+        # text): a per-name program reads neighbours as slices. The host permutes, for free.
+        keys = [_natural_key(p) for p in paths]
+        in_groups = [sorted(g, key=lambda i: keys[i]) for g in groups.values()]
         in_structs = [jax.ShapeDtypeStruct((len(g), *invars[g[0]].aval.shape),
                                            invars[g[0]].aval.dtype) for g in in_groups]
         outvars = closed.jaxpr.outvars
         by_out: dict[tuple, list[int]] = {}
         for i, var in enumerate(outvars):
             by_out.setdefault((tuple(var.aval.shape), np.dtype(var.aval.dtype).str), []).append(i)
-        out_groups = list(by_out.values())
+        out_paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(traced.out_info)[0]]
+        out_keys = ([_natural_key(p) for p in out_paths] if len(out_paths) == len(outvars)
+                    else list(range(len(outvars))))
+        out_groups = [sorted(g, key=lambda i: out_keys[i]) for g in by_out.values()]
         out_treedef = jax.tree_util.tree_structure(traced.out_info)
         inputs = tuple((arg, shape, np.dtype(dt).name, len(g))
                        for (arg, shape, dt), g in groups.items())
         before = count_eqns(closed)
         try:
-            program, notes = _packed_program(closed, in_groups, out_groups)
+            program, notes = _packed_program(closed, in_groups, out_groups, keys)
             packed = jax.jit(program).trace(*in_structs)
             fallback = None
         except Exception as e:  # noqa: BLE001 - never a wrong number: run it leaf by leaf
@@ -322,8 +329,9 @@ def _leaf_key(x):
             np.ndarray and not isinstance(x, jax.Array))
 
 
-def _packed_program(closed, in_groups, out_groups):
-    """The packed program as a function of the stacked inputs, and what the packer noted."""
+def _packed_program(closed, in_groups, out_groups, keys):
+    """The packed program as a function of the stacked inputs, and what the packer noted.
+    ``keys``: per flat leaf, the natural key of its path (what orders a loop's lanes)."""
     graph = Graph()
     top = Scope("program")
     invars = closed.jaxpr.invars
@@ -334,7 +342,9 @@ def _packed_program(closed, in_groups, out_groups):
             raise Unpackable(f"leaves of dtype {aval.dtype} cannot be stacked with NumPy")
         for i, node in zip(idx, graph.inputs(top, aval.shape, aval.dtype, len(idx))):
             args[i] = node
+            graph.keys[node.uid] = keys[i]
     top.outputs = graph.inline(closed.jaxpr, closed.consts, args, top)
+    top.out_order = [i for idx in out_groups for i in idx]
     plan = plan_scope(top)
     notes: dict[str, Any] = {"packs": len(plan.packs), "emitter": Emitter(),
                              "regions": _region_reports(plan)}

@@ -76,7 +76,7 @@ def plan_scope(scope: Scope) -> ScopePlan:
             group = by_sig[node.sig] = []
             order.append(node.sig)
         group.append(node)
-    packs = [Pack(by_sig[s], by_sig[s][0].uid) for s in order]
+    packs = [Pack(members, members[0].uid) for s in order for members in _split(by_sig[s])]
     # Bodies first: a scan body may renumber its constants' lanes, which the lay-out of this
     # scope then follows when it gathers them (once, outside the loop).
     subplans = {}
@@ -86,8 +86,40 @@ def plan_scope(scope: Scope) -> ScopePlan:
                 subplans[node.uid] = [plan_scope(s) for s in node.scopes]
                 if node.kind == "scan":
                     _read_in_order(node, subplans[node.uid][0])
-    _lay_out(packs, scope.outputs)
+    outputs = scope.outputs
+    if scope.out_order is not None:           # lay out in the order the outputs are read
+        outputs = [outputs[i] for i in scope.out_order]
+    _lay_out(packs, outputs)
     return ScopePlan(scope, packs, _where(packs), subplans)
+
+
+_MAX_SPLIT = 4
+
+
+def _split(members: list[Node]) -> list[list[Node]]:
+    """A pack whose lanes read one value twice at one operand position (``0.999 * c`` and
+    ``1e-3 * c`` of a gradient: one formula up to its constants) is split by those constants
+    into a few packs, each reading its operand once per lane (a slice, not a gather)."""
+    first = members[0]
+    if not isinstance(first, Op) or len(members) < 2:
+        return [members]
+    consts = [k for k, o in enumerate(first.operands) if isinstance(o, Const)]
+    if not consts:
+        return [members]
+    repeats = False
+    for k in range(len(first.operands)):
+        if k not in consts:
+            uids = [m.operands[k].uid for m in members]
+            if len(set(uids)) not in (1, len(uids)):
+                repeats = True
+    if not repeats:
+        return [members]
+    parts: dict[tuple, list[Node]] = {}
+    for m in members:
+        key = tuple(m.operands[k].value.tobytes() if isinstance(m.operands[k], Const) else None
+                    for k in consts)
+        parts.setdefault(key, []).append(m)
+    return list(parts.values()) if len(parts) <= _MAX_SPLIT else [members]
 
 
 def _where(packs: list[Pack]) -> dict[int, tuple[int, int]]:
@@ -181,8 +213,8 @@ def _lay_out(packs: list[Pack], outputs: list[Node]) -> None:
                 if q is not None and not done[q] and all(index.get(w.uid) == q for w in wanted):
                     adopt(q, wanted)
             continue
-        if not isinstance(first, (Op, Reshape, Multi)) or len(members) < 2:
-            continue
+        if not isinstance(first, (Op, Reshape, Multi)) or len(members) < 2 or not done[p]:
+            continue                        # only a decided order is passed on
         for k in range(len(_operands(first))):
             wanted = [_operands(n)[k] for n in members]
             q = index.get(wanted[0].uid)
@@ -190,3 +222,19 @@ def _lay_out(packs: list[Pack], outputs: list[Node]) -> None:
                 continue
             if all(index.get(w.uid) == q for w in wanted):
                 adopt(q, wanted)
+    # Packs no output and no loop decided (a sum's terms, say): in the order of what they read.
+    position = {}
+    for p, pack in enumerate(packs):
+        members = pack.members
+        first = members[0]
+        if not done[p] and isinstance(first, (Op, Reshape)) and len(members) > 1:
+            for k in range(len(_operands(first))):
+                lanes = [position.get(_operands(n)[k].uid) for n in members]
+                qs = {index.get(_operands(n)[k].uid) for n in members}
+                if None not in lanes and len(qs) == 1 and len(set(lanes)) == len(lanes):
+                    pack.members = [n for _, n in sorted(zip(lanes, members),
+                                                         key=lambda t: t[0])]
+                    break
+            done[p] = True
+        for lane, node in enumerate(pack.members):
+            position[node.uid] = lane

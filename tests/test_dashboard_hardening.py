@@ -74,7 +74,7 @@ def _page_errors(page) -> list[str]:
 
 
 def _open(page, url: str) -> None:
-    page.goto(url)
+    page.goto(url, timeout=LOAD_MS)  # a fresh server's first page on two busy cores
     _wait_rendered(page)
 
 

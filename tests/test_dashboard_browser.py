@@ -454,26 +454,33 @@ _PROGRAMS_GEOMETRY_JS = """() => {
         }
     };
     walk(document);
-    const shown = (el) => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+    const shown = (el) => {
+        const r = el.getBoundingClientRect();
+        return r.width > 0 && r.height > 0;
+    };
     const rect = (el) => {
         if (!el) return null;
         const r = el.getBoundingClientRect();
         return [r.left, r.top, r.width, r.height];
     };
     const text = (el) => (el.textContent || '').trim();
-    const blameTab = all.find(el => el.classList.contains('bk-tab') && text(el) === 'Equation blame');
+    const blameTab = all.find(el => el.classList.contains('bk-tab')
+                                    && text(el) === 'Equation blame');
     const table = all.find(el => el.classList.contains('tabulator') && shown(el)
                                  && text(el).includes('primitives'));
     const caption = all.find(el => el.tagName === 'P' && text(el).startsWith('at the problem'));
     return {
         blameTab: rect(blameTab), table: rect(table),
         rows: table ? table.querySelectorAll('.tabulator-row').length : 0,
-        button: rect(all.find(el => el.tagName === 'BUTTON' && text(el).startsWith('Show programs'))),
+        button: rect(all.find(el => el.tagName === 'BUTTON'
+                                    && text(el).startsWith('Show programs'))),
         title: rect(all.find(el => el.tagName === 'P' && text(el).startsWith('Programs of:'))),
-        columns: all.filter(el => el.tagName === 'TH' && text(el).startsWith('only in') && shown(el))
-                    .map(rect),
-        sideBySide: rect(all.find(el => el.tagName === 'TABLE' && el.classList.contains('side-by-side'))),
-        caption: rect(caption), captionCut: caption ? caption.scrollWidth > caption.clientWidth : null,
+        columns: all.filter(el => el.tagName === 'TH' && text(el).startsWith('only in')
+                                  && shown(el)).map(rect),
+        sideBySide: rect(all.find(el => el.tagName === 'TABLE'
+                                        && el.classList.contains('side-by-side'))),
+        caption: rect(caption),
+        captionCut: caption ? caption.scrollWidth > caption.clientWidth : null,
         viewport: [window.innerWidth, window.innerHeight],
     };
 }"""
@@ -488,7 +495,8 @@ def _programs_fit(geometry: dict, mode: str) -> None:
     assert 0 <= table[1] - (tab[1] + tab[3]) < 60, (mode, g)
     # The button's label does not run under the title beside it.
     button, title = g["button"], g["title"]
-    assert button[0] + button[2] <= title[0] + 1 or title[1] >= button[1] + button[3] - 1, (mode, g)
+    beside = button[0] + button[2] <= title[0] + 1
+    assert beside or title[1] >= button[1] + button[3] - 1, (mode, g)
     # Side by side: two columns of about half the table each, neither a sliver.
     assert len(g["columns"]) == 2, (mode, g)
     assert all(c[2] >= 0.4 * g["sideBySide"][2] for c in g["columns"]), (mode, g)

@@ -121,8 +121,10 @@ if not SERVED:
 # `explorer.diagnose(fn, *args)` traces the function, compiles it cold, counts its equations
 # per source line and looks for the patterns known to make compiles slow. Given `make_args`
 # and several sizes instead of one set of arguments, it does this at each size and fits how
-# each figure grows (`figure ≈ c·N^k`), with the compile time projected to ten times the
-# largest size (a projection, not a measurement).
+# each figure grows: the equation count exactly (`eqns ≈ e0 + e1·N^p`), and the compile time,
+# beyond the measured sizes, as a range (at least the largest measured time, at most that time
+# grown as the equations squared). A projection is never a measurement, and it refuses to
+# reach past ten times the largest size measured.
 
 # %%
 if not SERVED:

@@ -363,6 +363,7 @@ def test_bad_sizes_show_an_alert_and_nothing_is_lost(page, served_explorer):
             assert "\n" not in text and "Traceback" not in text, text
             assert run.is_enabled(), f"{label}={value!r} started a run"
         _set(page, label, valid)
+        expect(page.locator(".alert")).to_be_hidden()  # the input fixed, its alert goes
 
     # No bad size started a measurement; everything measured before is still there, and the
     # plots are titled with the horizon the page holds again.

@@ -403,7 +403,7 @@ def test_five_sessions_sweeping_at_once_get_every_result_once(browser, served_ex
     errors = [_page_errors(page) for page in pages]
     try:
         for page in pages:
-            page.goto(server.url)
+            page.goto(server.url, timeout=LOAD_MS)
         for i, page in enumerate(pages):
             _wait_rendered(page)
             # Each session sweeps N = 1 at its own horizon (4..8), so its rows are its own.

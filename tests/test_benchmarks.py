@@ -3,6 +3,8 @@ the bare-JAX reference the fidelity benchmark compares ``explorer.measure`` with
 
 from __future__ import annotations
 
+import pytest
+
 import importlib.util
 import json
 import os
@@ -80,6 +82,7 @@ def test_report_of_a_file_that_is_not_results_is_one_line_and_writes_nothing(tmp
     assert not doc.exists()
 
 
+@pytest.mark.slow
 def test_bare_reference_is_cold_with_the_persistent_cache_full_and_leaves_it_usable(tmp_path):
     # A fresh process whose persistent compilation cache is on: the bare compile is a real
     # one (one XLA compile, no cache hit) even once the cache holds the program, which needs
@@ -122,6 +125,7 @@ def test_bare_reference_is_cold_with_the_persistent_cache_full_and_leaves_it_usa
     assert flag == "True"
 
 
+@pytest.mark.slow
 def test_measuring_an_unknown_section_is_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "results.json"
     done = subprocess.run([sys.executable, str(BENCH / "measure.py"), "--only", "a,z",

@@ -24,6 +24,7 @@ def _cli(*args, env=None):
                           text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.slow
 def test_cli_sweep_list_export_fit(tmp_path):
     db = tmp_path / "cli.sqlite"
     out = tmp_path / "sweep.csv"
@@ -84,6 +85,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path, m
     assert not store.exists()  # refused before anything was stored
 
 
+@pytest.mark.slow
 def test_cli_exit_status_is_really_2_in_a_subprocess(tmp_path):
     env = {**os.environ, **CPU_ENV, explorer._src.store.store.ENV_VAR: str(tmp_path / "d.sqlite")}
     done = subprocess.run([sys.executable, "-m", "explorer._src.cli", "sweep", "-n", "-3"],
@@ -108,6 +110,7 @@ def test_cli_lists_problems_and_representations(capsys):
                                    "named", "packed")
 
 
+@pytest.mark.slow
 def test_cli_rollouts_are_stored(tmp_path):
     import explorer
 
@@ -147,6 +150,7 @@ def _keys(frame) -> list[tuple]:
     return list(zip(frame["representation"], frame["n_states"], frame["horizon"], frame["target"]))
 
 
+@pytest.mark.slow
 def test_kill_9_mid_sweep_keeps_finished_rows_and_the_sweep_resumes(tmp_path):
     db = tmp_path / "sweep.sqlite"
     env = {**os.environ, **CPU_ENV, explorer._src.store.store.ENV_VAR: str(tmp_path / "default.sqlite")}
@@ -273,6 +277,7 @@ sys.exit(main(["serve", "--port", sys.argv[1]]))
 """
 
 
+@pytest.mark.slow
 def test_serve_stops_on_sigterm_taken_inside_a_gc_callback(tmp_path):
     """An interrupt raised straight from the SIGTERM handler, inside a garbage-collector
     callback, is printed and dropped by Python: the server went on serving (seen in CI as a

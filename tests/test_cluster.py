@@ -34,6 +34,7 @@ def _intervals_disjoint(rows) -> bool:
     return all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
 
 
+@pytest.mark.slow
 def test_cluster_sweep_stores_cold_rows_as_they_finish_one_host_at_a_time(tmp_path, client):
     store = explorer.Store(tmp_path / "c.sqlite")
     names = {str(w["name"]) for w in client.scheduler_info()["workers"].values()}
@@ -52,6 +53,7 @@ def test_cluster_sweep_stores_cold_rows_as_they_finish_one_host_at_a_time(tmp_pa
     assert sorted(again["id"]) == sorted(stored["id"])  # resumed: nothing measured again
 
 
+@pytest.mark.slow
 def test_a_problem_defined_here_is_measured_on_the_cluster(tmp_path, client):
     import numpy as np  # noqa: PLC0415
 
@@ -66,6 +68,7 @@ def test_a_problem_defined_here_is_measured_on_the_cluster(tmp_path, client):
     assert set(frame["problem_source"]) == {prob.source}
 
 
+@pytest.mark.slow
 def test_a_killed_dask_worker_is_survived(tmp_path, client):
     store = explorer.Store(tmp_path / "k.sqlite")
     out = {}
@@ -88,6 +91,7 @@ def test_a_killed_dask_worker_is_survived(tmp_path, client):
     assert len(store.rows()) == 5
 
 
+@pytest.mark.slow
 def test_cancel_kills_the_measurements_running_on_the_workers(tmp_path, client):
     from explorer._src.jobs import cluster as _cluster
 

@@ -60,6 +60,7 @@ def _wait_until(predicate, timeout: float = WAIT_S) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_the_page_measures_on_the_cluster_one_case_per_host_and_stores_each_row(tmp_path,
                                                                                 client):
     names = {str(w["name"]) for w in client.scheduler_info()["workers"].values()}
@@ -112,6 +113,7 @@ def test_cancel_kills_the_measurement_on_the_worker(model, client):
     assert "cancelled" in model.session.status
 
 
+@pytest.mark.slow
 def test_a_dask_worker_that_dies_marks_its_row_and_the_page_goes_on(model, client):
     model.controls.param.update(n_states=1200, horizon=100, target="grad",
                                 representations=["dict", "array"])
@@ -134,6 +136,7 @@ def test_a_dask_worker_that_dies_marks_its_row_and_the_page_goes_on(model, clien
     assert "1 failed" in model.session.status
 
 
+@pytest.mark.slow
 def test_serve_with_an_unreachable_scheduler_is_a_one_line_error():
     out = subprocess.run([sys.executable, "-m", "explorer._src.cli", "serve", "--scheduler",
                           "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=120)

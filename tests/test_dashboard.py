@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.mark.slow
 def test_the_view_builds_without_a_server(tmp_path, executor):
     import panel as pn
 
@@ -30,6 +31,7 @@ def test_the_view_builds_without_a_server(tmp_path, executor):
         view.model.close()
 
 
+@pytest.mark.slow
 def test_a_served_page_is_the_page_panel_builds_with_its_models_worked_out_once(
         tmp_path, executor, monkeypatch):
     """The served page is built under Panel's ``hold(freeze=True)`` (holoviz/panel#8417), which

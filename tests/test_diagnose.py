@@ -519,6 +519,7 @@ def test_report_is_offline_escaped_and_never_replaces_a_foreign_file(tmp_path):
         d.to_html(tmp_path)
 
 
+@pytest.mark.slow
 def test_report_of_a_1000_leaf_program_with_sizes_stays_small(tmp_path):
     d = explorer.diagnose(step, make_args=make_step_args, sizes=(250, 500, 1000), compile=False)
     assert d.n_leaves == 2000 and d.kinds[:2] == ("many-arguments", "per-leaf-repetition")
@@ -563,6 +564,7 @@ def _diagnose_cli(tmp_path, *args):
                           env={**os.environ, "JAX_PLATFORMS": "cpu"})
 
 
+@pytest.mark.slow
 def test_cli_diagnose_prints_findings_and_writes_a_report(tmp_path):
     report = tmp_path / "report.html"
     done = _diagnose_cli(tmp_path, "usercode:loss", "--args", "usercode:make", "--no-compile",
@@ -574,6 +576,7 @@ def test_cli_diagnose_prints_findings_and_writes_a_report(tmp_path):
     assert "per-leaf-repetition" in html and "<script src=\"http" not in html
 
 
+@pytest.mark.slow
 def test_cli_diagnose_sizes_fits_growth(tmp_path):
     done = _diagnose_cli(tmp_path, "usercode:loss", "--args", "usercode:make", "--sizes", "5,10",
                          "--no-compile")
@@ -581,6 +584,7 @@ def test_cli_diagnose_sizes_fits_growth(tmp_path):
     assert "sizes 5, 10: n_leaves k=1.00" in done.stdout and "jaxpr_eqns k=" in done.stdout
 
 
+@pytest.mark.slow
 def test_cli_diagnose_tries_pack_unless_no_pack(tmp_path):
     done = _diagnose_cli(tmp_path, "usercode:step", "--args", "usercode:make", "--no-compile")
     assert done.returncode == 0, done.stderr
@@ -600,6 +604,7 @@ def test_cli_diagnose_tries_pack_unless_no_pack(tmp_path):
     (("usercode:loss", "--args", "usercode:make", "--sizes", "5"), "at least two"),
     (("usercode:loss", "--args", "usercode:make", "--html", "/no/dir/r.html"), "does not exist"),
 ])
+@pytest.mark.slow
 def test_cli_diagnose_bad_input_is_one_line_status_2(tmp_path, args, words):
     done = _diagnose_cli(tmp_path, *args)
     assert done.returncode == 2

@@ -150,6 +150,7 @@ COLD_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_measure_is_cold_even_with_a_persistent_cache_configured(tmp_path):
     cache = tmp_path / "jax-cache"
     cache.mkdir()

@@ -45,6 +45,7 @@ def _wait_until(predicate, timeout: float = WAIT_S) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_importing_the_model_and_plots_does_not_import_panel():
     code = ("import sys, explorer._src.dashboard.model.model, explorer._src.plots; "
             "print('panel' in sys.modules)")
@@ -249,6 +250,7 @@ def test_bad_input_shows_an_alert_and_never_raises(model):
     assert _measured(model).empty
 
 
+@pytest.mark.slow
 def test_cancel_stops_a_long_run_and_the_worker_serves_the_next(model):
     model.controls.param.update(representations=["dict"], n_states=1000, horizon=200,
                                 target="grad")
@@ -270,6 +272,7 @@ def test_cancel_stops_a_long_run_and_the_worker_serves_the_next(model):
     assert model.programs.program.get("jaxpr") and model.session.alert == ""
 
 
+@pytest.mark.slow
 def test_a_timeout_is_an_alert_and_the_row_is_kept(model):
     model.controls.param.update(representations=["dict"], n_states=1000, horizon=200,
                                 target="grad", timeout_s=1.0)
@@ -280,6 +283,7 @@ def test_a_timeout_is_an_alert_and_the_row_is_kept(model):
     assert model.store.rows()["status"].tolist() == ["timeout"]
 
 
+@pytest.mark.slow
 def test_two_models_share_one_queue_and_both_get_their_results(tmp_path, executor):
     a = ExplorerModel(store=tmp_path / "a.sqlite", executor=executor, **TINY,
                       representations=["array"])
@@ -310,6 +314,7 @@ def test_a_session_sees_rows_other_sessions_stored(tmp_path, executor):
         b.close()
 
 
+@pytest.mark.slow
 def test_inspect_and_compare_programs(model):
     model.controls.representations = ["dict"]
     assert model.run() and model.wait(WAIT_S)
@@ -340,6 +345,7 @@ def test_backends_come_from_the_worker(model):
     assert controls.backend in controls.param.backend.objects
 
 
+@pytest.mark.slow
 def test_export_html_is_standalone(model):
     html = model.html_bytes()
     assert html.startswith(b"<!DOCTYPE html>") or b"<html" in html[:500]
@@ -571,6 +577,7 @@ def test_a_page_has_its_case_built_ahead_while_the_worker_is_idle(tmp_path, exec
         m.close()
 
 
+@pytest.mark.slow
 def test_a_run_behind_a_case_being_built_ahead_says_so(tmp_path, executor):
     """A Run pressed while the worker builds a case ahead waits for it: the status says the
     worker is preparing, not that the page waits in a shared queue."""

@@ -68,6 +68,7 @@ def _log(log) -> str:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_remedies_notebook_serves_as_an_app(served_notebook):
     url, proc, log = served_notebook
     deadline = time.monotonic() + START_TIMEOUT_S

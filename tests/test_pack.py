@@ -120,6 +120,7 @@ def test_non_scalar_leaves_stack_on_a_new_axis():
     assert packed.pack_args(s, p)[0].shape == (3, 3)
 
 
+@pytest.mark.slow
 def test_jit_grad_through_scan_and_vmap():
     step, s, p = _chain(6)
     packed = pack(step, s, p)
@@ -195,6 +196,7 @@ def _oscillator(n):
     return (lambda s, p: prob.step_scalar(s, p, n)), s, p
 
 
+@pytest.mark.slow
 def test_oscillator_reads_neighbours_as_slices_whatever_the_key_order():
     """Sorted keys put position_10 before position_2; pack lays the lanes out so that the
     step reads s[i-1], s[i+1] as slices: no gather (no scatter-add in its gradient), and the
@@ -263,6 +265,7 @@ def test_packed_representation_matches_array_when_lanes_are_relaid(name):
                explorer.build_case(name, "array", n, horizon), grad_atol=1e-5)
 
 
+@pytest.mark.slow
 def test_user_problem_with_relaid_lanes_matches_its_dict_program():
     """A user's per-name chain at N=12 (sorted keys: level_10 before level_2): observations
     made through pack's rollout and the packed representation equal the plain dict program."""
@@ -316,6 +319,7 @@ def _grads_match(packed, step, s, p):
 
 
 @pytest.mark.parametrize("side, op", [("right", "add"), ("left", "add"), ("right", "sub")])
+@pytest.mark.slow
 def test_a_lane_without_a_zero_at_zero_term_joins_the_others_pack(side, op):
     # k * (x_right - 0.5 * x_right) is 0 when its reads are 0: the last lane reads it as a
     # constant 0 and joins the pack, numbers and gradient unchanged.
@@ -325,6 +329,7 @@ def test_a_lane_without_a_zero_at_zero_term_joins_the_others_pack(side, op):
     _grads_match(packed, step, s, p)
 
 
+@pytest.mark.slow
 def test_a_missing_term_that_is_not_zero_at_zero_stays_a_pack_of_its_own():
     # exp(x) + 1 is 2 at 0: reading it on zeros would change the last lane: not merged.
     step, s, p = _missing_term(8, lambda x, k: jnp.exp(x) + k)
@@ -344,6 +349,7 @@ def test_a_completed_lane_keeps_its_own_infinities_and_nans():
     np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
 
 
+@pytest.mark.slow
 def test_oscillators_last_mass_joins_the_chain():
     """Its last mass has no right-hand spring: with that term read as 0 it joins the pack, so
     positions and velocities are one pack each (the array program's zero-padded stiffness)."""
@@ -377,6 +383,7 @@ def _flux_chain(n):
         rng.uniform(0.1, 0.4, n).astype(np.float32))
 
 
+@pytest.mark.slow
 def test_a_term_traced_twice_is_computed_once_and_read_shifted():
     for n in (9, 400):
         step, s, p = _flux_chain(n)

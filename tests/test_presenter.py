@@ -32,6 +32,7 @@ def _font_sizes(plot) -> tuple[float, float]:
             float(figure.xaxis[0].major_label_text_font_size.rstrip("pt")))
 
 
+@pytest.mark.slow
 def test_presenter_mode_redraws_every_plot_with_larger_fonts():
     model = ExplorerModel()
     try:

@@ -61,6 +61,7 @@ def test_representation_registry():
 
 @pytest.mark.parametrize("representation", REPRESENTATIONS)
 @pytest.mark.parametrize("problem", PROBLEMS)
+@pytest.mark.slow
 def test_representation_matches_array(problem, representation):
     ref_loss, ref_grad, ref_rollout = reference(problem)
     case = build_case(problem, representation, N, HORIZON)
@@ -100,6 +101,7 @@ def test_leaf_counts(problem, n, expected):
     assert counts == expected
 
 
+@pytest.mark.slow
 def test_loss_and_grad_functions():
     case = build_case("oscillator", "named", 3, 5)
     loss_fn = case.function("loss")
@@ -116,6 +118,7 @@ def test_loss_and_grad_functions():
 
 
 @pytest.mark.parametrize("representation", ["array", "dict", "named"])
+@pytest.mark.slow
 def test_unroll_gives_same_numbers(representation):
     base = build_case("lotka_volterra", representation, 3, 13)
     unrolled = build_case("lotka_volterra", representation, 3, 13, unroll=4)

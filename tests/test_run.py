@@ -75,6 +75,7 @@ def _run_one_in_thread(spec: Spec, ex: explorer.WorkerExecutor, store: explorer.
     return thread
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_compile_marks_row_crashed_and_is_replaced(executor, tmp_path):
     store = explorer.Store(tmp_path / "s.sqlite")
     executor.submit(os.getpid).result()  # a live worker to kill
@@ -95,6 +96,7 @@ def test_worker_killed_mid_compile_marks_row_crashed_and_is_replaced(executor, t
     assert store.rows()["status"].tolist() == ["crashed", "ok"]
 
 
+@pytest.mark.slow
 def test_timeout_marks_row_and_replaces_worker(executor, tmp_path):
     store = explorer.Store(tmp_path / "s.sqlite")
     executor.submit(os.getpid).result()
@@ -124,6 +126,7 @@ def _vm_peak_bytes(pid: int) -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux")
+@pytest.mark.slow
 def test_out_of_memory_marks_row_oom_and_replaces_worker(executor, tmp_path):
     store = explorer.Store(tmp_path / "s.sqlite")
     # Room for what a worker normally needs (seen in the warm shared worker), and 2 GiB more.
@@ -159,6 +162,7 @@ _FIGURES = ("jaxpr_eqns", "jaxpr_eqns_top", "n_leaves", "hlo_pre_bytes", "hlo_po
             "flops", "bytes_accessed", "backend", "jax_version")
 
 
+@pytest.mark.slow
 def test_a_prepared_case_is_built_once_and_measures_the_same_figures():
     """A case built ahead in an idle worker: the Run's build takes the prepared observations, its
     compiles are cold, and every figure is the one a worker that prepared nothing gives."""

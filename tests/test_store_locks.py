@@ -168,6 +168,7 @@ store.check_writable()
 """
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_merge_loses_nothing(tmp_path):
     path = tmp_path / "r.sqlite"
     _store(path, rows=1)
@@ -231,6 +232,7 @@ def test_read_only_commands_mention_kept_rows_and_write_nothing(tmp_path, capsys
     assert {p: digest(p) for p in files} == files
 
 
+@pytest.mark.slow
 def test_the_cli_sweep_under_a_held_lock_keeps_its_rows(tmp_path, holder, capsys):
     path = tmp_path / "r.sqlite"
     _store(path, rows=1)
@@ -278,6 +280,7 @@ def test_the_dashboard_keeps_a_row_finished_under_a_held_lock(tmp_path, holder, 
 
 
 # -- two sweeps at once ---------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_second_sweep_on_this_host_warns_that_timings_overlap(tmp_path, executor, capsys):
     path = tmp_path / "r.sqlite"
     _store(path, rows=1)
@@ -326,6 +329,7 @@ def test_pending_lines_are_json_one_row_each(tmp_path, holder):
     assert os.stat(store.pending_path).st_size == sum(len(line) + 1 for line in lines)
 
 
+@pytest.mark.slow
 def test_a_page_measuring_while_another_sweep_runs_here_says_so(tmp_path, executor):
     """The dashboard marks its runs like any sweep: it warns when a sweep of another process
     measures into the same store on this host, and a CLI sweep sees the page's run."""

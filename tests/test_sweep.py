@@ -16,6 +16,7 @@ import explorer
 from explorer._src.store.store import COLUMNS
 
 
+@pytest.mark.slow
 def test_sweep_stores_every_row_and_reads_back(tmp_path, executor):
     store = explorer.Store(tmp_path / "r.sqlite")
     events = []
@@ -83,6 +84,7 @@ def test_sweep_rejects_bad_input_before_measuring(tmp_path):
     assert len(store) == 0
 
 
+@pytest.mark.slow
 def test_cancelling_a_sweep_leaves_other_callers_jobs_alone():
 
     ex = explorer.WorkerExecutor(timeout=120)
@@ -113,6 +115,7 @@ def test_cancelling_a_sweep_leaves_other_callers_jobs_alone():
         ex.shutdown()
 
 
+@pytest.mark.slow
 def test_sweep_refuses_an_unknown_backend_before_measuring(tmp_path):
     """A backend JAX lacks is bad input (one ValueError), not one failed row per case."""
     store = explorer.Store(tmp_path / "s.sqlite")

@@ -60,6 +60,7 @@ def tanks(**forms):
     return explorer.define_problem("tanks_test", step, state, params, **forms)
 
 
+@pytest.mark.slow
 def test_every_derived_representation_matches_dict():
     prob = tanks(step_grouped=step_grouped, step_vector=step_vector)
     assert prob.representation_names == explorer._src.core.representations.REPRESENTATIONS
@@ -75,6 +76,7 @@ def test_every_derived_representation_matches_dict():
         np.testing.assert_allclose(case.rollout(), ref.rollout(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_per_name_only_problem_derives_four_representations_and_refuses_the_rest():
     prob = explorer.define_problem(
         "tanks_names", step,
@@ -141,6 +143,7 @@ def test_step_with_other_keys_is_one_line():
     assert "step raised KeyError: 'nope'" in one_line(str(err.value))
 
 
+@pytest.mark.slow
 def test_factory_failing_at_one_size_stops_the_sweep_before_anything_is_stored(tmp_path,
                                                                                executor):
     def state_small_only(n):
@@ -173,6 +176,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_problem_defined_in_a_script_sweeps_and_resumes(tmp_path):
     db = tmp_path / "r.sqlite"
     script = tmp_path / "my_problem.py"
@@ -295,6 +299,7 @@ def test_cli_serve_bad_problem_is_one_line_status_2(capsys, ref, message):
     assert code == 2 and message in one_line(err)
 
 
+@pytest.mark.slow
 def test_a_hanging_factory_is_one_line_after_the_timeout_and_nothing_stored(tmp_path):
     import time  # noqa: PLC0415
 

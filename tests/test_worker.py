@@ -21,6 +21,7 @@ def _raise():
     raise ValueError("bad thing")
 
 
+@pytest.mark.slow
 def test_worker_timeout_crash_and_errors_leave_the_caller_alive():
     ex = explorer.WorkerExecutor(timeout=30)
     try:
@@ -39,6 +40,7 @@ def test_worker_timeout_crash_and_errors_leave_the_caller_alive():
         ex.shutdown()
 
 
+@pytest.mark.slow
 def test_worker_cancel_running_and_queue_status():
     ex = explorer.WorkerExecutor(timeout=60)
     try:

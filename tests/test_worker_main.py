@@ -34,6 +34,7 @@ def _stored(store):
     return explorer.Store(store).rows()
 
 
+@pytest.mark.slow
 def test_a_users_script_runs_once_and_its_rerun_resumes(tmp_path):
     script, store = tmp_path / "sweep_script.py", tmp_path / "results.sqlite"
     script.write_text(SCRIPT)
@@ -82,6 +83,7 @@ def _gone(worker: psutil.Process, within: float) -> bool:
 
 
 @pytest.mark.parametrize("how", ["group SIGINT", "parent SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_interrupt_stops_the_sweep_kills_the_job_and_stores_no_false_row(tmp_path, how):
     store = tmp_path / "results.sqlite"
     proc = _sweep_cli(store)
@@ -128,6 +130,7 @@ sys.exit(main(sys.argv[2:]))
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_an_interrupt_taken_inside_a_gc_callback_still_stops_the_sweep(tmp_path, signum):
     store = tmp_path / "results.sqlite"
     proc = subprocess.Popen(
@@ -145,6 +148,7 @@ def test_an_interrupt_taken_inside_a_gc_callback_still_stops_the_sweep(tmp_path,
     assert set(rows["status"]) == {"ok"} and list(rows["n_states"]) == [2], rows
 
 
+@pytest.mark.slow
 def test_the_worker_dies_with_a_killed_parent(tmp_path):
     store = tmp_path / "results.sqlite"
     proc = _sweep_cli(store)
@@ -154,6 +158,7 @@ def test_the_worker_dies_with_a_killed_parent(tmp_path):
     assert _gone(worker, 5)
 
 
+@pytest.mark.slow
 def test_start_up_is_not_part_of_the_timeout_and_a_dead_start_is_a_crash():
     ex = explorer.WorkerExecutor(timeout=0.5, env=CPU_ENV)
     try:

@@ -87,6 +87,7 @@ def test_a_limit_is_only_for_the_shared_worker(fresh_shared_worker, tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux")
+@pytest.mark.slow
 def test_a_case_over_the_limit_is_out_of_memory_and_the_next_is_measured(fresh_shared_worker,
                                                                          tmp_path):
     """What a served page does under ``--worker-memory 4``: 4 GB of observations (N=10,000,
@@ -144,6 +145,7 @@ def test_a_sweeps_limit_is_for_its_own_worker(tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux")
+@pytest.mark.slow
 def test_a_sweep_under_a_limit_stores_out_of_memory_and_goes_on(capsys, tmp_path):
     """``pytree-explorer sweep --worker-memory 3``: N=10,000 at horizons 50,000 and 100,000 (2
     and 4 GB of observations beside the worker's own 1.7 GiB) are stored as out of memory,

@@ -479,3 +479,15 @@ def test_a_diffrax_vector_field_packs_and_its_packed_state_goes_to_diffeqsolve()
     want = solve(field, y0)
     for k in names:
         np.testing.assert_allclose(got[k], want[k][-1], rtol=1e-5, atol=1e-6)
+
+
+def test_the_report_says_one_pack_not_one_packs():
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    import explorer  # noqa: PLC0415
+
+    state = {f"x_{i}": jnp.float32(i) for i in range(4)}
+    p = explorer.pack(lambda s, k: {n: 0.5 * v + k for n, v in s.items()}, state, jnp.float32(1))
+    assert p.report.packs == 1
+    assert "1 pack," in str(p.report) or str(p.report).rstrip().endswith("1 pack")
+    assert "1 packs" not in str(p.report)

@@ -48,7 +48,7 @@ class RegionReport:
 
     def __str__(self) -> str:
         parts = ", ".join(f"{role} {n}" for role, n in self.classes)
-        return f"{self.kind}: {parts or 'no inputs'}; {self.nodes} values -> {self.packs} packs"
+        return f"{self.kind}: {parts or 'no inputs'}; {self.nodes} values -> {self.packs} pack{'' if self.packs == 1 else 's'}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -83,7 +83,7 @@ class PackReport:
 
     def __str__(self) -> str:
         text = (f"{self.eqns_before} equations before, {self.eqns_after} vector ops after, "
-                f"{self.packs} packs" + (", one permutation" if self.permuted else "")
+                f"{self.packs} pack{'' if self.packs == 1 else 's'}" + (", one permutation" if self.permuted else "")
                 + (", lanes relaid" if self.relaid else ""))
         if self.scalar:
             text += (f"; left scalar: {self.n_scalar} evaluations of "

@@ -560,3 +560,25 @@ def test_import_explorer_watch_keeps_the_function(tmp_path):
     done = _run(["-c", code], tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True", "True"]
+
+
+def test_the_watch_page_is_written_with_the_umasks_mode(tmp_path):
+    """mkstemp makes a file 0600: the page must be an ordinary file, as open() would make it."""
+    import os  # noqa: PLC0415
+
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    import explorer  # noqa: PLC0415
+
+    def fresh(x):
+        return x * 3.0 + 1.0
+
+    with explorer.watch(findings=False) as w:
+        jax.jit(fresh)(jnp.arange(3.0))
+    old = os.umask(0o022)
+    try:
+        page = w.to_html(tmp_path / "compiles.html")
+    finally:
+        os.umask(old)
+    assert page.stat().st_mode & 0o777 == 0o644

@@ -10,10 +10,10 @@ from __future__ import annotations
 import html
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..util.pages import write_page
 from .findings import format_exponent
 
 GENERATOR = "pytree-compile-explorer diagnose"
@@ -241,37 +241,5 @@ def html_document(d: Any) -> str:
 
 def write_html(d: Any, path: str | os.PathLike) -> Path:
     """Write the report to ``path`` atomically; never replace a file that is not one of ours."""
-    target = Path(path)
-    if target.is_dir():
-        raise ValueError(f"{target} is a directory; give a file name such as report.html")
-    if not target.parent.is_dir():
-        raise ValueError(f"cannot write {target}: folder {target.parent} does not exist")
-    if target.exists() and not _is_ours(target):
-        raise ValueError(f"{target} exists and is not a diagnose report; choose another name")
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".diagnose-", suffix=".html")
-    try:
-        # mkstemp makes the file 0600; a report is an ordinary file (the umask's mode, as
-        # open() would give), readable by whoever the folder lets read it.
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(html_document(d))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # reading the umask sets it; put it straight back
-    os.umask(mask)
-    return mask
-
-
-def _is_ours(path: Path) -> bool:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return f'<meta name="generator" content="{GENERATOR}">' in head
+    return write_page(path, html_document(d), generator=GENERATOR, what="a diagnose report",
+                      example="report.html")

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..util.pages import is_ours
 from . import report
 from .session import watch
 
@@ -84,7 +85,7 @@ def _check_html(path: str | None) -> None:
                          "compiles.html")
     if not target.parent.is_dir():
         raise ValueError(f"--html {path}: folder {target.parent} does not exist")
-    if target.exists() and not report._is_ours(target):
+    if target.exists() and not is_ours(target, report.GENERATOR):
         raise ValueError(f"--html {path}: exists and is not an explorer.watch page; choose "
                          "another name")
 

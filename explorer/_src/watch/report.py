@@ -10,13 +10,13 @@ from __future__ import annotations
 import collections
 import html
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..diagnose import report as diagnose_report
+from ..util.pages import write_page
 
 GENERATOR = "pytree-compile-explorer watch"
 TOP_TEXT = 10
@@ -287,30 +287,5 @@ def html_document(w: Any) -> str:
 
 def write_html(w: Any, path: str | os.PathLike) -> Path:
     """Write the page to ``path`` atomically; never replace a file that is not one of ours."""
-    target = Path(path)
-    if target.is_dir():
-        raise ValueError(f"{target} is a directory; give a file name such as compiles.html")
-    if not target.parent.is_dir():
-        raise ValueError(f"cannot write {target}: folder {target.parent} does not exist")
-    if target.exists() and not _is_ours(target):
-        raise ValueError(f"{target} exists and is not an explorer.watch page; choose another "
-                         "name")
-    document = html_document(w)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".watch-", suffix=".html")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(document)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
-def _is_ours(path: Path) -> bool:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return f'<meta name="generator" content="{GENERATOR}">' in head
+    return write_page(path, html_document(w), generator=GENERATOR,
+                      what="an explorer.watch page", example="compiles.html")

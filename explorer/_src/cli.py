@@ -323,7 +323,7 @@ def _load_problem(ref: str):
     if ":" not in ref:
         return ref
     from .util import userref as _userref  # noqa: PLC0415
-    from .core.problems import register  # noqa: PLC0415
+    from .core.user_problems import register  # noqa: PLC0415
     from .core.user_problems import UserProblem  # noqa: PLC0415
 
     problem = _userref.load(ref, "--problem")

@@ -53,7 +53,6 @@ def hold_static(fn: Callable, args: tuple, static_argnums: Any = ()
                 ) -> tuple[Callable, tuple, tuple[int, ...]]:
     """``(fn, args, static)`` as a plain ``jax.jit`` takes them, computing what the user's call
     computes (see the module docstring). ``static`` are the non-negative static positions."""
-    from .measure import static_positions  # here: measure imports this module
 
     static = static_positions(static_argnums, len(args))
     fn, args = _split_graph_nodes(fn, args, static)
@@ -115,3 +114,19 @@ def _split_graph_nodes(fn: Callable, args: tuple, static: tuple[int, ...]
         return out, nnx.state(merged)  # the in-place updates, as nnx.jit returns them
 
     return _named_like(split_merged, fn), tuple(replaced)
+
+
+def static_positions(static_argnums: Any, n_args: int) -> tuple[int, ...]:
+    """``static_argnums`` as non-negative positions; negative ones count from the end, as in
+    ``jax.jit``. A position outside the arguments is a one-line ``ValueError``."""
+    try:
+        given = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    except TypeError:
+        given = (static_argnums,)
+    out = []
+    for i in given:
+        if isinstance(i, bool) or not isinstance(i, int) or not -n_args <= i < n_args:
+            raise ValueError(f"static_argnums must name positions of the {n_args} arguments "
+                             f"(-{n_args}..{n_args - 1}), got {static_argnums!r}")
+        out.append(i % n_args)
+    return tuple(sorted(set(out)))

@@ -185,22 +185,6 @@ def _device(backend: str | None) -> jax.Device:
     return devices[0]
 
 
-def static_positions(static_argnums: Any, n_args: int) -> tuple[int, ...]:
-    """``static_argnums`` as non-negative positions; negative ones count from the end, as in
-    ``jax.jit``. A position outside the arguments is a one-line ``ValueError``."""
-    try:
-        given = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-    except TypeError:
-        given = (static_argnums,)
-    out = []
-    for i in given:
-        if isinstance(i, bool) or not isinstance(i, int) or not -n_args <= i < n_args:
-            raise ValueError(f"static_argnums must name positions of the {n_args} arguments "
-                             f"(-{n_args}..{n_args - 1}), got {static_argnums!r}")
-        out.append(i % n_args)
-    return tuple(sorted(set(out)))
-
-
 _warmed: set[str] = set()
 
 

@@ -33,7 +33,7 @@ from ..util.validate import check_choice
 if TYPE_CHECKING:
     from .user_problems import UserProblem
 
-__all__ = ["Problem", "get_problem", "problems", "register", "user_problem"]
+__all__ = ["Problem", "get_problem", "problems", "user_problem"]
 
 
 def _check_units(n: int) -> int:
@@ -364,21 +364,6 @@ def get_problem(name: str) -> Problem:
 # ones (the dashboard's problem menu, a sweep, a worker that was sent one).
 _USER: dict[str, UserProblem] = {}
 _USER_LOCK = threading.Lock()
-
-
-def register(problem: UserProblem) -> UserProblem:
-    """Make ``problem`` known by its name in this process (the latest definition wins)."""
-    from .user_problems import UserProblem, forget_cached  # noqa: PLC0415 - built on Problem
-
-    if not isinstance(problem, UserProblem):
-        raise ValueError(  # noqa: TRY004 - bad input is a ValueError here
-            f"expected a problem made by explorer.define_problem, got {type(problem).__name__}")
-    with _USER_LOCK:
-        earlier = _USER.get(problem.name)
-        _USER[problem.name] = problem
-    if earlier is not None and earlier != problem:  # a new definition: none of the old is used
-        forget_cached()
-    return problem
 
 
 def user_problem(name: Any) -> UserProblem | None:

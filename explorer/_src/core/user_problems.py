@@ -22,9 +22,9 @@ import jax
 import numpy as np
 
 from ..util.validate import describe_error
-from .problems import _PROBLEMS, Problem, _check_units, register
+from .problems import _PROBLEMS, _USER, _USER_LOCK, Problem, _check_units
 
-__all__ = ["GUESS_OFFSET", "UserProblem", "define_problem"]
+__all__ = ["GUESS_OFFSET", "UserProblem", "define_problem", "register"]
 
 # Representations that call the per-name step, the group-wise step and the vectorised step.
 _PER_NAME = ("dict", "unflatten", "ravel", "packed", "jit")
@@ -424,3 +424,16 @@ def _code_text(fn: Callable | None) -> str:
 def _bytecode(code: Any) -> str:
     consts = (_bytecode(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts)
     return f"{code.co_code.hex()}|{','.join(consts)}|{','.join(code.co_names)}"
+
+
+def register(problem: UserProblem) -> UserProblem:
+    """Make ``problem`` known by its name in this process (the latest definition wins)."""
+    if not isinstance(problem, UserProblem):
+        raise ValueError(  # noqa: TRY004 - bad input is a ValueError here
+            f"expected a problem made by explorer.define_problem, got {type(problem).__name__}")
+    with _USER_LOCK:
+        earlier = _USER.get(problem.name)
+        _USER[problem.name] = problem
+    if earlier is not None and earlier != problem:  # a new definition: none of the old is used
+        forget_cached()
+    return problem

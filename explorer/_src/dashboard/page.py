@@ -282,7 +282,7 @@ def dashboard(problems: Any = (), *, scheduler: Any = None, per_host: int = 1,
     ``per_host`` cases at once per host; a one-line ``ValueError`` if nothing answers there.
     ``worker_memory_gib`` limits the memory of the worker this process's pages share (CPU
     only; a case that needs more is stored as out of memory); ``None`` leaves it as it is."""
-    from ..core.problems import register  # noqa: PLC0415
+    from ..core.user_problems import register  # noqa: PLC0415
 
     for problem in problems:
         register(problem)

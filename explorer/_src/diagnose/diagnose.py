@@ -29,14 +29,13 @@ import pandas as pd
 
 from ..core.blame import LineKey, blame_frame, charged_scopes, definition_of
 from ..core.fits import fit_power_law
-from ..core.leaves import hold_static
+from ..core.leaves import hold_static, static_positions
 from ..core.measure import (
     Measurement,
     _device,
     _fun_name,
     count_eqns,
     measure_traced,
-    static_positions,
 )
 from ..util import validate as v
 from . import findings as _findings

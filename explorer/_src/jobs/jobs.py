@@ -115,7 +115,7 @@ def with_problems(pickled: bytes, fn: Any, args: tuple) -> Any:
     """``fn(*args)`` after defining, in this worker, the problems the caller sent by value."""
     import cloudpickle  # noqa: PLC0415
 
-    from ..core.problems import register  # noqa: PLC0415
+    from ..core.user_problems import register  # noqa: PLC0415
 
     for problem in cloudpickle.loads(pickled):
         register(problem)

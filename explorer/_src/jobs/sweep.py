@@ -38,7 +38,8 @@ class SweepEvent:
 
 def _problem_name(problem: Any) -> str:
     """A problem's name; a problem object made by ``define_problem`` is registered first."""
-    from ..core.problems import Problem, register  # noqa: PLC0415
+    from ..core.problems import Problem  # noqa: PLC0415
+    from ..core.user_problems import register  # noqa: PLC0415
     from ..core.user_problems import UserProblem  # noqa: PLC0415
 
     if isinstance(problem, UserProblem):

@@ -18,6 +18,8 @@ import jax
 from ..diagnose.diagnose import Diagnosis, diagnose
 from ..util.validate import describe_error
 
+MAX_FINDINGS = 5  # findings for at most this many functions (those over the watch's top share)
+
 
 @dataclasses.dataclass(frozen=True)
 class FunctionFindings:
@@ -71,7 +73,6 @@ def _donated(args: tuple) -> bool:
 
 def make_findings(w: Any) -> list[FunctionFindings]:
     """``diagnose`` each function over ``w.top`` of the compile time (at most a few)."""
-    from .session import MAX_FINDINGS
 
     table = w.summary()
     out: list[FunctionFindings] = []

@@ -16,7 +16,6 @@ from .record import FIELDS, CompileRecord
 from .watcher import HUB, Raw, build_record, hlo_chars, recompile_reason
 
 DEFAULT_TOP = 0.10  # findings for the functions over this share of the total compile time
-MAX_FINDINGS = 5  # and at most this many of them
 
 
 class Watch:

@@ -77,19 +77,19 @@ def test_every_derived_representation_matches_dict():
 
 
 @pytest.mark.slow
-def test_per_name_only_problem_derives_four_representations_and_refuses_the_rest():
+def test_per_name_only_problem_derives_five_representations_and_refuses_the_rest():
     prob = explorer.define_problem(
         "tanks_names", step,
         state=lambda n: {f"{g}_{i}": 0.1 * i for g in ("level", "heat") for i in range(n)},
         params=lambda n: {f"{g}_{i}": 1.0 for g in ("leak", "gain") for i in range(n)})
-    assert prob.representation_names == ("dict", "unflatten", "ravel", "packed")
+    assert prob.representation_names == ("dict", "unflatten", "ravel", "packed", "jit")
     assert prob.groups == ("level", "heat")
     with pytest.raises(ValueError, match="needs step_vector"):
         explorer.build_case(prob, "array", N, HORIZON)
     with pytest.raises(ValueError, match="needs step_grouped"):
         explorer.build_case(prob, "struct", N, HORIZON)
     ref = explorer.build_case(prob, "dict", N, HORIZON).evaluate()
-    for rep in ("unflatten", "ravel", "packed"):
+    for rep in ("unflatten", "ravel", "packed", "jit"):
         value, g = explorer.build_case(prob, rep, N, HORIZON).evaluate()
         np.testing.assert_allclose(value, ref[0], rtol=1e-5)
         np.testing.assert_allclose(g, ref[1], rtol=1e-4, atol=1e-7)

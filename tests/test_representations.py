@@ -143,7 +143,7 @@ def test_named_program_stays_array_sized():
      "unknown problem 'pendulum'; choose one of: decay, oscillator, lotka_volterra"),
     (("decay", "pytree", 3, 5), {},
      "unknown representation 'pytree'; choose one of: dict, array, unflatten, ravel, "
-     "module, struct, named, packed"),
+     "module, struct, named, packed, jit"),
     (("decay", "array", 0, 5), {}, "n_states must be an integer between 1 and 10000, got 0"),
     (("decay", "array", -1, 5), {}, "n_states must be an integer between 1 and 10000, got -1"),
     (("decay", "array", 10_001, 5), {},

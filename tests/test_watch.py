@@ -582,3 +582,14 @@ def test_the_watch_page_is_written_with_the_umasks_mode(tmp_path):
     finally:
         os.umask(old)
     assert page.stat().st_mode & 0o777 == 0o644
+
+
+def test_the_jax_loggers_the_watch_listens_to_are_jaxs_modules():
+    """compat.JAX_LOGGERS are named after JAX modules: fails when JAX moves one (the watch would
+    then hear no cache-miss reason from it)."""
+    import importlib  # noqa: PLC0415
+
+    from explorer._src import compat  # noqa: PLC0415
+
+    for name in compat.JAX_LOGGERS:
+        assert importlib.import_module(name).__name__ == name

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, NamedTuple
 
-__all__ = ["JitTrace", "jit_trace_in_progress", "lowering_in_progress",
+__all__ = ["JAX_LOGGERS", "JitTrace", "jit_trace_in_progress", "lowering_in_progress",
            "template_without_web_fonts"]
 
 
@@ -38,6 +38,16 @@ def template_without_web_fonts(template: type) -> type:
 
 
 # -- explorer.watch: what a compile-event listener cannot be told ----------------------------
+# The loggers JAX writes its cache-miss explanations, compile log lines and persistent-cache
+# messages to, named after its private modules (``logging.getLogger(__name__)`` there). Private
+# route: listening on those names. Public fallback: none is needed for correctness: a renamed
+# logger only means the watch hears nothing from it (no ``reason``, no dump path), and every
+# compile is still listed from ``jax.monitoring``. Waits on the same public compile hook as the
+# functions below (jax-ml/jax#4274). Tested by
+# ``tests/test_watch.py::test_compat_reads_the_trace_and_the_lowering`` and the reason tests.
+JAX_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.compiler",
+               "jax._src.compilation_cache")
+
 class JitTrace(NamedTuple):
     """A ``jax.jit`` trace that has just finished: its jaxpr and the call that made it."""
 

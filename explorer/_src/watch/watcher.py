@@ -48,9 +48,7 @@ LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 COMPILE = "/jax/core/compile/backend_compile_duration"
 CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
-EXPLAIN_LOGGER = "jax._src.interpreters.partial_eval"
-COMPILER_LOGGER = "jax._src.compiler"
-CACHE_LOGGER = "jax._src.compilation_cache"
+EXPLAIN_LOGGER, COMPILER_LOGGER, CACHE_LOGGER = compat.JAX_LOGGERS
 _DUMPED = "Dumped the module to "
 # Messages JAX raises to WARNING only because jax_explain_cache_misses is on.
 _EXPLAIN_ONLY = ("TRACING CACHE MISS", "PERSISTENT COMPILATION CACHE MISS",

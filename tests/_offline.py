@@ -7,6 +7,7 @@ machine would), so a handout that still names a CDN shows up here whatever is ca
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -22,6 +23,16 @@ def open_offline(path: Path, screenshot: Path | None = None, wait_ms: int = 3000
     ``browser`` (a Playwright browser; by default a chromium started here)."""
     if browser is not None:
         return _visit(browser, path, screenshot, wait_ms)
+    # In a thread of its own: pytest-playwright's session browser (the browser tests, when
+    # the same test process ran them first) keeps Playwright's event loop running on this
+    # thread, and a second sync_playwright() there refuses to start ("Sync API inside the
+    # asyncio loop"), as it did in CI.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(_open_in_own_chromium, path, screenshot, wait_ms).result()
+
+
+def _open_in_own_chromium(path: Path, screenshot: Path | None,
+                          wait_ms: int) -> tuple[list[str], int, list[str]]:
     from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a test dependency
 
     with sync_playwright() as p:

@@ -299,3 +299,20 @@ def test_bad_input_one_line_same_type_as_jax_jit_nothing_cached():
     assert "\n" not in str(got.value) and "['a']" in str(got.value)
     with pytest.raises(TypeError, match="callable"):
         explorer.jit(3)
+
+
+def test_compat_reads_a_scans_counts():
+    """Fails when JAX moves how a scan equation says which operands are constants and
+    carries (``compat.scan_counts``): explorer.jit would then evaluate every scan leaf by
+    leaf, and diagnose's loop finding would count no carries."""
+    from explorer._src import compat
+
+    k = jnp.arange(3.0)
+
+    def f(c, d, xs):
+        return jax.lax.scan(lambda cd, x: ((cd[0] + x * k, cd[1] * 2.0), cd[0] * x), (c, d), xs)
+
+    eqn, = [e for e in jax.make_jaxpr(f)(jnp.ones(3), 1.0, jnp.ones((4, 3))).eqns
+            if e.primitive.name == "scan"]
+    assert compat.scan_counts(eqn.params) == (1, 2)
+    assert compat.scan_counts({}) is None

@@ -12,7 +12,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "explorer" / "_src"
 FLOORS = {
-    "util": 1, "store": 1, "pack": 2, "compat": 2, "core": 3, "export": 3, "diagnose": 4, "jobs": 4,
+    "util": 1, "store": 1, "pack": 2, "compat": 1, "core": 3, "export": 3, "diagnose": 4, "jobs": 4,
     "plots": 4, "offline": 4,
     "watch": 5, "dashboard": 5, "cli": 6,
 }

@@ -13,7 +13,7 @@ from types import FrameType
 from typing import Any, NamedTuple
 
 __all__ = ["JAX_LOGGERS", "JitTrace", "jit_trace_in_progress", "lowering_in_progress",
-           "template_without_web_fonts"]
+           "scan_counts", "template_without_web_fonts"]
 
 
 def template_without_web_fonts(template: type) -> type:
@@ -35,6 +35,34 @@ def template_without_web_fonts(template: type) -> type:
     return type(template.__name__, (template,), {
         "_resources": {**resources, "css": {}}, "__module__": __name__,
         "__doc__": template.__doc__})
+
+
+# -- explorer.jit and diagnose: how a scan equation splits its operands -------------------------
+def scan_counts(params: dict) -> tuple[int, int] | None:
+    """``(consts, carries)``: how many of a ``scan`` equation's operands are loop constants and
+    how many are carries (the rest are scanned over), or ``None`` when this JAX says neither.
+
+    A jaxpr's equation parameters are not a public API. Up to jax 0.10 a scan says so in the
+    parameters ``num_consts`` and ``num_carry``; since jax-ml/jax#39005 ("Use FlatTree to
+    structure scan arguments instead of num_carry, num_consts", jax 0.12) in ``ft_in``: a tuple
+    (consts, carry, xs) of flat trees (its ``elts``), or, in a transposed scan, one flat tree
+    whose ``tree`` (a ``PyTreeDef``) is that tuple. Public fallback: ``None``,
+    and the callers do without: the packer evaluates that scan leaf by leaf (same numbers, no
+    gain) and diagnose's loop finding counts no carries. Waits on a public description of
+    control-flow equations, which JAX does not have (``jax.extend`` exposes the jaxpr types, not
+    their primitives' parameters). Tested by ``tests/test_jit.py::test_compat_reads_a_scans_counts``.
+    """
+    if "num_consts" in params and "num_carry" in params:
+        return int(params["num_consts"]), int(params["num_carry"])
+    tree = params.get("ft_in")
+    try:
+        if isinstance(getattr(tree, "elts", None), tuple):  # a tuple of three flat trees
+            sizes = [len(part) for part in tree.elts]
+        else:  # a flat tree whose PyTreeDef is the tuple (a transposed scan's)
+            sizes = [part.num_leaves for part in tree.tree.children()]
+    except Exception:  # noqa: BLE001 - any other shape: say nothing rather than guess
+        return None
+    return (sizes[0], sizes[1]) if len(sizes) == 3 else None
 
 
 # -- explorer.watch: what a compile-event listener cannot be told ----------------------------

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..compat import scan_counts
 from ..core.blame import LineKey, short_file
 from ..core.fits import fit_power_law, format_exponent
 from ..core.measure import count_eqns
@@ -104,7 +105,9 @@ class Loop:
             unroll = params.get("unroll", 1)
             length = int(params["length"])
             unroll = length if unroll is True else max(int(unroll), 1)
-            return cls(line, user or line, "scan", int(params["num_carry"]), length, unroll,
+            counts = scan_counts(params)
+            return cls(line, user or line, "scan", 0 if counts is None else counts[1], length,
+                       unroll,
                        count_eqns(params["jaxpr"]))
         return cls(line, user or line, "while", len(eqn.outvars), None, 1,
                    count_eqns(params["body_jaxpr"]))

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from jax.extend import core as jex_core
 
+from ..compat import scan_counts
+
 __all__ = ["Const", "Graph", "In", "Multi", "Node", "Op", "Out", "Region", "Reshape", "Scope",
            "Sum", "Unpackable"]
 
@@ -424,7 +426,10 @@ class Graph:
 
     def _scan(self, eqn, operands):
         p = eqn.params
-        nc, nk = p["num_consts"], p["num_carry"]
+        counts = scan_counts(p)
+        if counts is None:
+            raise Unpackable("this JAX's scan does not say which operands are carries")
+        nc, nk = counts
         body = p["jaxpr"]
         avals = [v.aval for v in body.jaxpr.invars]
         roles = ["const"] * nc + ["carry"] * nk + ["xs"] * (len(avals) - nc - nk)
@@ -493,6 +498,10 @@ def _layout_free(eqn, x: Node) -> bool:
     same_size = int(math.prod(out.shape)) == int(math.prod(x.shape))
     if name == "squeeze":
         return True
+    if name == "unstack":  # jax >= 0.12's sum() of arrays: one piece of an axis of length 1
+        return same_size
+    if name == "stack":  # its transpose: one operand given an axis of length 1
+        return len(eqn.invars) == 1 and same_size
     if name == "reshape":
         return p.get("dimensions") is None and same_size
     if name == "broadcast_in_dim":

@@ -128,7 +128,10 @@ def test_notebook_runs_top_to_bottom(path, kernel_dir, tmp_path, monkeypatch, re
     page, _ = exporter.from_notebook_node(nb)
     external = re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="(?:https?:)?//[^"]*"', page)
     assert not external, external
-    assert "cdn.holoviz.org" not in page  # Panel's stylesheets too (its widgets' look)
+    # Panel's stylesheets too (its widgets' look). A script address may stay as text: the
+    # loader of a widget whose JavaScript is inlined (the dashboard's Tabulator) lists where it
+    # would come from, to skip it; opened offline below, the page asks for none of it.
+    assert not re.findall(r"cdn\.holoviz\.org/[^\"'\s]*\.css", page)
     if "hv.extension" in "".join(c.source for c in nb.cells):
         assert "Bokeh.embed" in page  # the plots' JavaScript is in the page itself
     if chromium() is not None:  # opened with the network cut off, it asks nothing of it

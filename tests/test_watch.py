@@ -24,7 +24,7 @@ from _support import CPU_ENV, ROOT
 
 import explorer
 from explorer._src import compat
-from explorer._src.watch import storage
+from explorer._src.store import watched as storage
 from explorer._src.watch.record import FIELDS, explain, is_user_file
 
 HERE = os.path.abspath(__file__)

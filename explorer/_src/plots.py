@@ -583,3 +583,49 @@ def run_ratio_plot(table: pd.DataFrame | None, metric: str = "compile_s") -> hv.
         backend="bokeh", **_opts(title=title, logx=True, logy=True,
                                  xticks=_ticks_for(every["n_states"]) or None,
                                  yticks=_ticks_for(ratios) or None))
+
+
+_RANKING_STAGES = (("trace_s", "trace", "#a6bddb"), ("lower_s", "lower", "#74a9cf"),
+                   ("compile_s", "XLA compile", "#0570b0"))
+
+
+def compile_ranking_plot(summary: pd.DataFrame | None, *, top: int = 15,
+                         title: str = "Compile time per function") -> hv.Overlay | hv.Bars:
+    """A watched program's functions (the ranking of ``explorer.watch``'s ``summary()``, or of
+    a stored run), slowest on top: trace, lower and XLA-compile seconds as stacked bars, each
+    function labelled ``name (file:line)``."""
+    _bokeh()
+    if summary is None or summary.empty:
+        return placeholder(title, "No compilation recorded.")
+    rows = summary.head(top).reset_index(drop=True)
+    labels = [_ranking_label(i, r) for i, r in rows.iterrows()]
+    long = pd.DataFrame([
+        {"function": label, "stage": stage, "seconds": float(value),
+         "compiles": int(r["compiles"]), "where": str(r["where"])}
+        for label, (_, r) in zip(labels, rows.iterrows())
+        for column, stage, _colour in _RANKING_STAGES
+        for value in [pd.to_numeric(r[column], errors="coerce")]
+        if pd.notna(value) and value > 0])
+    if long.empty:
+        return placeholder(title, "No compile seconds were reported for these functions.")
+    order = list(reversed(labels))  # Bokeh draws a categorical y axis bottom up
+    stages = [stage for _, stage, _ in _RANKING_STAGES]
+    long["function"] = pd.Categorical(long["function"], categories=order, ordered=True)
+    long["stage"] = pd.Categorical(long["stage"], categories=stages, ordered=True)
+    long = long.sort_values(["function", "stage"])
+    bars = hv.Bars(long, ["function", "stage"], ["seconds", "compiles", "where"])
+    colours = [colour for _, _, colour in _RANKING_STAGES]
+    return bars.opts(
+        backend="bokeh", stacked=True, invert_axes=True, title=title, cmap=colours,
+        color=hv.dim("stage"), tools=["hover"], responsive=True, legend_position="bottom_right",
+        height=max(PLOT_HEIGHT, 60 + 26 * len(rows)), show_grid=True, ylabel="seconds",
+        xlabel="", toolbar="above", backend_opts=dict(_CANVAS),
+        fontsize={"title": "11pt", "labels": "10pt", "xticks": "9pt", "yticks": "9pt",
+                  "legend": "8pt"})
+
+
+def _ranking_label(position: int, row: pd.Series) -> str:
+    where = str(row["where"])
+    short = where.rsplit("/", 1)[-1] if where else "?"
+    label = f"{position + 1}. {row['name']} ({short})"
+    return label if len(label) <= 46 else label[:45] + "…"

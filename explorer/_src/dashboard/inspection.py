@@ -9,13 +9,16 @@ from typing import Any
 
 import pandas as pd
 import panel as pn
+from bokeh.models.widgets.tables import NumberFormatter
 
 from .. import plots as _plots
 from ..core.blame import BLAME_COLUMNS
 from .model.view import PRESENTER_PLOT_OPTS
-from .sections import _guard, _md, _presenter_ready, _Section
+from .model.watched import TABLE_COLUMNS as WATCH_TABLE_COLUMNS
+from .sections import _TABLE_FONT, _guard, _md, _presenter_ready, _Section
 
-__all__ = ["ProgramsSection", "RunsSection", "program_html", "side_by_side_html"]
+__all__ = ["ProgramsSection", "RunsSection", "WatchedSection", "program_html",
+           "side_by_side_html"]
 
 
 _DIFF_COLORS = {"+": "#e6ffec", "-": "#ffebe9", "@": "#ddf4ff"}
@@ -229,3 +232,65 @@ class RunsSection(_LazySection):
                 "the same sweep under two JAX versions (`pytree-explorer sweep --python "
                 "PATH`) or from two machines to compare them.", margin=(0, 10)),
             choose, message, plot, table, sizing_mode="stretch_width")
+
+
+class WatchedSection(_LazySection):
+    """Your program: a run ``pytree-explorer watch --store`` kept, its functions ranked by
+    compile time (a plot and a table) and the findings of the row selected. Built, and the
+    store read, when first shown; "Reload" reads it again."""
+
+    @staticmethod
+    def _ranking_plot(ranking: pd.DataFrame | None, presenter: bool) -> Any:
+        plot = _plots.compile_ranking_plot(ranking)
+        return plot.opts(PRESENTER_PLOT_OPTS, backend="bokeh") if presenter else plot
+
+    def build(self) -> None:
+        if self.built:
+            return
+        self.model.watched.load()
+        super().build()
+
+    def _contents(self) -> pn.Column:
+        wp = self.model.watched
+        w = pn.widgets
+        reload = w.Button(label="Reload", color="light", width=100)
+        reload.on_click(_guard(self.model, wp.load))
+        choose = _presenter_ready(pn.Row(
+            w.Select.from_param(wp.param.watch_run, width=520), reload))
+        plot = pn.pane.HoloViews(
+            pn.bind(self._ranking_plot, wp.param.watch_ranking, self.model.view.param.presenter),
+            sizing_mode="stretch_width", min_height=_plots.PLOT_HEIGHT)
+        self.table = w.Tabulator(
+            pn.bind(self._table, wp.param.watch_ranking), disabled=True, show_index=False,
+            selectable=1, pagination="local", page_size=12, sizing_mode="stretch_width",
+            selection=[] if wp.watch_selected is None else [wp.watch_selected],
+            stylesheets=[_TABLE_FONT],
+            visible=pn.bind(lambda t: t is not None and len(t) > 0, wp.param.watch_ranking),
+            formatters={c: NumberFormatter(format="0.000", nan_format="-", null_format="-")
+                        for c in ("compile_s", "trace_s", "lower_s")}
+            | {"share": NumberFormatter(format="0%", nan_format="-", null_format="-")})
+        self.table.param.watch(self._row_selected, "selection")
+        wp.param.watch(lambda e: self.table.param.update(selection=[] if e.new is None
+                                                         else [e.new]), "watch_selected")
+        return pn.Column(
+            _md("Which compiles make a whole program slow to start, and why: run it under "
+                "`pytree-explorer watch --store PATH script.py [args...]` with this page's "
+                "store as `PATH`, then pick the run here. Select a function for its "
+                "findings.", margin=(0, 10)),
+            choose, _md(wp.param.watch_headline, sizing_mode="stretch_width"), plot,
+            # Python-Markdown, not markdown-it: that one links "train.py:7" to a web site.
+            self.table, _md(wp.param.watch_findings, renderer="markdown",
+                            sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+
+    @staticmethod
+    def _table(ranking: pd.DataFrame | None) -> pd.DataFrame:
+        if ranking is None:
+            return pd.DataFrame(columns=list(WATCH_TABLE_COLUMNS))
+        return ranking[list(WATCH_TABLE_COLUMNS)].astype({"reason": object}).fillna(
+            {"reason": ""})
+
+    def _row_selected(self, event: Any) -> None:
+        rows = event.new or []
+        if rows and rows[0] != self.model.watched.watch_selected:
+            self.model.watched.watch_selected = int(rows[0])

@@ -20,7 +20,7 @@ import panel as pn
 import param
 from panel.io.state import set_curdoc
 
-from .inspection import ProgramsSection, RunsSection, program_html
+from .inspection import ProgramsSection, RunsSection, WatchedSection, program_html
 from .sections import ControlsSection, MessagesSection, PlotsSection, ResultsSection, _guard, _md
 from .model.model import ExplorerModel
 from .model.view import query_flag
@@ -136,6 +136,7 @@ class Dashboard(pn.viewable.Viewer):
         self.results = ResultsSection(model, served=self._is_served)
         self.programs = ProgramsSection(model)
         self.runs = RunsSection(model)
+        self.watched = WatchedSection(model)
         # Panel keeps every JavaScript callback in a process-wide registry keyed (weakly) by
         # its widget; the callback's ``args`` (the status pane, and through its watchers the
         # whole page) hold that widget, so the entry never goes: each page stayed in memory
@@ -150,7 +151,8 @@ class Dashboard(pn.viewable.Viewer):
         # selected row's title, changed while Results is in front). The Programs and Compare
         # runs sections cost the first render nothing anyway: empty until first opened.
         self.tabs = pn.Tabs(("Results", self.results), ("Programs", self.programs),
-                            ("Compare runs", self.runs), sizing_mode="stretch_width")
+                            ("Compare runs", self.runs), ("Your program", self.watched),
+                            sizing_mode="stretch_width")
         self.tabs.param.watch(self._tab_opened, "active")
         where = model.jobs.where  # measuring on a Dask cluster: said under the introduction
         intro = _INTRO if where is None else _INTRO.replace(
@@ -217,6 +219,8 @@ class Dashboard(pn.viewable.Viewer):
             self.programs.build()
         elif event.new == 2:
             self.runs.build()
+        elif event.new == 3:
+            self.watched.build()
 
     def _page(self) -> _PageTemplate:
         """The served page around this view."""

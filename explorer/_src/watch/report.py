@@ -7,7 +7,6 @@ of text from the user's program (names, paths, reasons) goes through ``html.esca
 
 from __future__ import annotations
 
-import collections
 import html
 import os
 from pathlib import Path
@@ -15,53 +14,16 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.ranking import rank_compiles
 from ..diagnose import report as diagnose_report
 from ..util.pages import write_page
 
 GENERATOR = "pytree-compile-explorer watch"
 TOP_TEXT = 10
 TOP_CHART = 15
-SUMMARY_COLUMNS = ("name", "where", "compiles", "compile_s", "share", "trace_s", "lower_s",
-                   "total_s", "eqns", "hlo_pre_bytes", "n_leaves", "cache_hits", "recompiles",
-                   "reason")
-
-
-def _most_common(values: pd.Series) -> str | None:
-    """The most frequent kind of reason (``shape changed``...), as its latest example."""
-    reasons = [v for v in values if isinstance(v, str)]
-    if not reasons:
-        return None
-    kinds = collections.Counter(r.split(":", 1)[0] for r in reasons)
-    kind, n = kinds.most_common(1)[0]
-    latest = next(r for r in reversed(reasons) if r.split(":", 1)[0] == kind)
-    return latest if n == 1 else f"{latest} (×{n})"
-
-
 def summary_frame(w: Any) -> pd.DataFrame:
     """The per-function ranking (see ``Watch.summary``)."""
-    df = w.to_frame()
-    if df.empty:
-        out = pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-    else:
-        g = df.groupby(["name", "where"], sort=False, dropna=False)
-        out = g.agg(
-            compiles=("name", "size"),
-            compile_s=("compile_s", lambda s: s.sum(min_count=1)),
-            trace_s=("trace_s", lambda s: s.sum(min_count=1)),
-            lower_s=("lower_s", lambda s: s.sum(min_count=1)),
-            eqns=("eqns", "max"), hlo_pre_bytes=("hlo_pre_bytes", "max"),
-            n_leaves=("n_leaves", "max"), cache_hits=("cache_hit", "sum"),
-            recompiles=("reason", lambda s: int(s.notna().sum())),
-            reason=("reason", _most_common),
-        ).reset_index()
-        out["total_s"] = out[["trace_s", "lower_s", "compile_s"]].fillna(0.0).sum(axis=1)
-        total = out["compile_s"].sum()
-        out["share"] = out["compile_s"] / total if total > 0 else float("nan")
-        for col in ("eqns", "hlo_pre_bytes", "n_leaves", "cache_hits", "compiles"):
-            out[col] = out[col].astype("Int64")
-        out = out.sort_values(["compile_s", "total_s"], ascending=False, na_position="last",
-                              kind="stable").reset_index(drop=True)
-        out = out[list(SUMMARY_COLUMNS)]
+    out = rank_compiles(w.to_frame())
     out.attrs.update(wall_s=w.wall_s, compile_s=w.compile_s, total_s=w.total_s,
                      share_of_wall=w.share_of_wall)
     return out

@@ -1,9 +1,8 @@
 """Watched runs kept in the results store (``pytree-explorer watch --store PATH``).
 
 The file is checked and made by :class:`explorer.Store` (so a foreign or damaged database is
-refused, untouched); the watch adds three tables of its own beside the measurements:
-``watch_runs`` (one row per run), ``watch_compiles`` (one per compilation, the record's fields)
-and ``watch_findings`` (the top functions' findings, as text). Readers get pandas frames.
+refused, untouched); the watch adds the three tables of :mod:`explorer._src.store.watched`
+beside the measurements, where their reader also lives.
 """
 
 from __future__ import annotations
@@ -17,25 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import pandas as pd
 
 from ..store.store import Store
-
-_TABLES = (
-    ("CREATE TABLE IF NOT EXISTS watch_runs (run_id TEXT PRIMARY KEY, started_at TEXT, "
-     "program TEXT, argv TEXT, status INTEGER, wall_s REAL, compile_s REAL, total_s REAL, "
-     "n_compiles INTEGER, jax_version TEXT, backend TEXT, host TEXT, notes TEXT)"),
-    ("CREATE TABLE IF NOT EXISTS watch_compiles (run_id TEXT, seq INTEGER, name TEXT, "
-     "\"where\" TEXT, trace_s REAL, lower_s REAL, compile_s REAL, n_leaves INTEGER, "
-     "hlo_pre_bytes INTEGER, eqns INTEGER, cache_hit INTEGER, reason TEXT, called_at TEXT, "
-     "thread TEXT, started_s REAL, PRIMARY KEY (run_id, seq))"),
-    ("CREATE TABLE IF NOT EXISTS watch_findings (run_id TEXT, name TEXT, \"where\" TEXT, "
-     "share REAL, kind TEXT, message TEXT, remedy TEXT, saving TEXT, note TEXT)"),
-)
-COMPILE_COLUMNS = ("name", "where", "trace_s", "lower_s", "compile_s", "n_leaves",
-                   "hlo_pre_bytes", "eqns", "cache_hit", "reason", "called_at", "thread",
-                   "started_s")
-
+from ..store.watched import COMPILE_COLUMNS, TABLES
 
 def check_store_path(path: str) -> None:
     """Refuse, in one line (``ValueError``), a store the rows could not go to, before running."""
@@ -57,7 +40,7 @@ def save(w: Any, path: str, *, program: str, argv: list[str], status: int) -> st
     con = sqlite3.connect(store.path, timeout=store.timeout, isolation_level=None)
     try:
         con.execute("BEGIN IMMEDIATE")
-        for sql in _TABLES:
+        for sql in TABLES:
             con.execute(sql)
         con.execute(
             "INSERT INTO watch_runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -86,21 +69,3 @@ def save(w: Any, path: str, *, program: str, argv: list[str], status: int) -> st
     finally:
         con.close()
     return run_id
-
-
-def load(path: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The stored watch runs, their compilations and findings (empty frames if none)."""
-    target = Path(path).expanduser()
-    empty = (pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
-    if not target.exists():
-        return empty
-    con = sqlite3.connect(f"{target.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "watch_runs" not in tables:
-            return empty
-        return (pd.read_sql_query("SELECT * FROM watch_runs ORDER BY started_at", con),
-                pd.read_sql_query("SELECT * FROM watch_compiles ORDER BY run_id, seq", con),
-                pd.read_sql_query("SELECT * FROM watch_findings", con))
-    finally:
-        con.close()

@@ -13,7 +13,8 @@ widgets out. :class:`ExplorerModel` composes one page from its parts, each in it
   own parts: threads, submission, status line, measuring, preparing ahead; see its module);
 - :class:`ProgramInspector` (``programs``): inspect a result's programs (asking first when
   that compiles a case never measured), compare two;
-- :class:`RunComparison` (``runs``): two groups of rows (JAX version, backend, host...) as ratios.
+- :class:`RunComparison` (``runs``): two groups of rows (JAX version, backend, host...) as ratios;
+- :class:`WatchedPrograms` (``watched``): programs ``pytree-explorer watch --store`` kept, ranked.
 
 Per-session state lives in the instance. Measurements go through
 :func:`explorer.shared_executor` (one queue for every session, one job at a time) and are stored
@@ -38,12 +39,14 @@ from .results import Results
 from .runs import RunComparison
 from .session import Session
 from .view import PlotView
+from .watched import WatchedPrograms
 
 __all__ = ["MAX_N_STATES", "N_CHOICES", "ROLLOUT_MAX_N", "CaseControls", "ExplorerModel",
-           "JobQueue", "PlotView", "ProgramInspector", "Results", "RunComparison", "Session"]
+           "JobQueue", "PlotView", "ProgramInspector", "Results", "RunComparison", "Session",
+           "WatchedPrograms"]
 
 _PARTS = {"session": Session, "controls": CaseControls, "results": Results, "view": PlotView,
-          "programs": ProgramInspector, "runs": RunComparison}
+          "programs": ProgramInspector, "runs": RunComparison, "watched": WatchedPrograms}
 
 
 class ExplorerModel(param.Parameterized):
@@ -63,6 +66,7 @@ class ExplorerModel(param.Parameterized):
     jobs = param.ClassSelector(class_=JobQueue, precedence=-1)
     programs = param.ClassSelector(class_=ProgramInspector, precedence=-1)
     runs = param.ClassSelector(class_=RunComparison, precedence=-1)
+    watched = param.ClassSelector(class_=WatchedPrograms, precedence=-1)
 
     @classmethod
     def part_params(cls) -> dict[str, str]:
@@ -89,8 +93,9 @@ class ExplorerModel(param.Parameterized):
         programs = ProgramInspector(session=session, controls=controls, results=results,
                                     view=view, jobs=jobs, **given["programs"])
         runs = RunComparison(results=results, **given["runs"])
+        watched = WatchedPrograms(store=results.store, **given["watched"])
         super().__init__(session=session, controls=controls, results=results, view=view,
-                         jobs=jobs, programs=programs, runs=runs)
+                         jobs=jobs, programs=programs, runs=runs, watched=watched)
         self._follow_latest(explicit=set(params))
         controls.ask_backends(jobs.executor)
 

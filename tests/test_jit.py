@@ -316,3 +316,47 @@ def test_compat_reads_a_scans_counts():
             if e.primitive.name == "scan"]
     assert compat.scan_counts(eqn.params) == (1, 2)
     assert compat.scan_counts({}) is None
+
+
+def test_blame_of_the_packed_program_names_the_users_lines():
+    """``explorer.blame(explorer.jit(f), ...)``: every equation of the packed program is
+    charged to a line of the user's own file, none to the explorer's, and the counts of the
+    function's lines do not grow with the number of names (the stacking of the arguments, a
+    few equations a leaf as at any traced boundary, is charged to its def line)."""
+    define = sum_of_squares_loss.__wrapped__.__code__.co_firstlineno
+    tables = []
+    for n in (5, 20):
+        states, params = _dict_data(n)
+        j = explorer.jit(sum_of_squares_loss, static_argnums=0)
+        table = explorer.blame(j, example_dynamics, states, params, static_argnums=0)
+        assert set(table["file"]) == {__file__}, table[["file", "line"]]
+        counts = dict(zip(table["line"], table["eqns"]))
+        assert counts.pop(define) <= 3 * n
+        tables.append(counts)
+        plain = explorer.blame(jax.jit(sum_of_squares_loss, static_argnums=0),
+                               example_dynamics, states, params, static_argnums=0)
+        assert set(plain["line"]) - {define} <= set(counts)
+    assert tables[0] == tables[1]
+    # Tags exist only while blame traces: the program explorer.jit compiles carries none.
+    text = explorer.jit(sum_of_squares_loss, static_argnums=0).lower(
+        example_dynamics, *_dict_data(5)).as_text(debug_info=True)
+    assert "pce0" not in text
+
+
+@pytest.mark.parametrize("outer", ["jit", "grad", "vmap"])
+def test_called_inside_another_transformation_it_gives_jax_jits_numbers(outer):
+    states, params = _dict_data(6)
+    j = explorer.jit(sum_of_squares_loss, static_argnums=0)
+
+    def via(fun):
+        return lambda p: fun(example_dynamics, states, p)
+
+    if outer == "jit":
+        got, want = jax.jit(via(j))(params), sum_of_squares_loss(example_dynamics, states,
+                                                                  params)
+    elif outer == "grad":
+        got, want = jax.grad(via(j))(params), jax.grad(via(sum_of_squares_loss))(params)
+    else:
+        batch = {k: jnp.stack([jnp.float32(v), jnp.float32(2 * v)]) for k, v in params.items()}
+        got, want = jax.vmap(via(j))(batch), jax.vmap(via(sum_of_squares_loss))(batch)
+    _close(got, want, rtol=1e-4)

@@ -28,6 +28,8 @@ import jax
 import jax.extend.core as jex_core
 import pandas as pd
 
+from ..pack.emit import Origins, tagging
+
 BLAME_COLUMNS = ("file", "line", "function", "code", "eqns", "primitives", "via")
 VIA_SHOWN = 3  # library lines named per user line in the ``via`` column
 
@@ -110,9 +112,14 @@ class Charge:
         return self.origin != self.user
 
 
-def charge_of(eqn: Any, inherited: LineKey | None = None) -> Charge:
+def charge_of(eqn: Any, inherited: LineKey | None = None, origins: Origins | None = None
+              ) -> Charge:
     """The user line and the origin of ``eqn``; ``inherited`` is the charge of the equation
-    whose body holds it (``None`` at the top)."""
+    whose body holds it (``None`` at the top). ``origins``: an equation a packed program
+    (``explorer.jit``) emitted is charged as the user's equation it computes."""
+    source = origins.origin_of(eqn) if origins is not None else None
+    if source is not None:
+        eqn = source
     user = origin = None
     for frame in _frames(eqn):  # innermost first
         file = frame.file_name
@@ -125,15 +132,16 @@ def charge_of(eqn: Any, inherited: LineKey | None = None) -> Charge:
     return Charge(user=user or inherited or origin, origin=origin)
 
 
-def charged_scopes(jaxpr: Any, inherited: LineKey | None = None) -> Iterator[tuple[Any, list]]:
+def charged_scopes(jaxpr: Any, inherited: LineKey | None = None,
+                   origins: Origins | None = None) -> Iterator[tuple[Any, list]]:
     """Each scope of ``jaxpr`` (outermost first, as :func:`scopes`) with the :class:`Charge` of
     each of its equations, a nested body inheriting the user line of the equation holding it."""
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    charges = [charge_of(eqn, inherited) for eqn in jaxpr.eqns]
+    charges = [charge_of(eqn, inherited, origins) for eqn in jaxpr.eqns]
     yield jaxpr, charges
     for eqn, charge in zip(jaxpr.eqns, charges):
         for sub in jex_core.jaxprs_in_params(eqn.params):
-            yield from charged_scopes(sub, charge.user)
+            yield from charged_scopes(sub, charge.user, origins)
 
 
 def line_of(eqn: Any) -> LineKey:
@@ -195,11 +203,12 @@ def definition_of(fn: Callable) -> LineKey | None:
     return (code.co_filename, code.co_firstlineno, code.co_name)
 
 
-def count_by_line(jaxpr: Any, default: LineKey | None = None) -> tuple[dict, dict]:
+def count_by_line(jaxpr: Any, default: LineKey | None = None,
+                  origins: Origins | None = None) -> tuple[dict, dict]:
     """Primitive counts per user line and, per user line, equations per library origin."""
     counts: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
     via: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
-    for scope, charges in charged_scopes(jaxpr, default):
+    for scope, charges in charged_scopes(jaxpr, default, origins):
         for eqn, charge in zip(scope.eqns, charges):
             counts[charge.user][eqn.primitive.name] += 1
             if charge.through_library:
@@ -221,5 +230,6 @@ def blame(fn: Callable, *args: Any, static_argnums: int | Sequence[int] = ()) ->
     from .leaves import hold_static
 
     call, args, static = hold_static(fn, args, static_argnums)
-    traced = jax.jit(call, static_argnums=static).trace(*args)
-    return blame_frame(*count_by_line(traced.jaxpr, definition_of(fn)))
+    with tagging() as origins:  # a packed program's equations: charged to the user's lines
+        traced = jax.jit(call, static_argnums=static).trace(*args)
+    return blame_frame(*count_by_line(traced.jaxpr, definition_of(fn), origins))

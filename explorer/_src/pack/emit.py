@@ -14,7 +14,10 @@ named in the report.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +28,55 @@ from jax.extend import core as jex_core
 from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Sum
 from .plan import ScopePlan
 
-__all__ = ["Emitter", "vectorises", "vectorises_eqn"]
+__all__ = ["Emitter", "Origins", "tagging", "vectorises", "vectorises_eqn"]
+
+
+# -- where each emitted equation comes from (for blame) ---------------------------------------
+class Origins:
+    """The user's equations behind the equations a packed program emitted while
+    :func:`tagging` was on: each emitted equation is traced under ``jax.named_scope("pce<k>")``
+    where ``k`` numbers the user's equation it computes (its pack's first member)."""
+
+    def __init__(self):
+        self.eqns: list = []
+        self._index: dict[int, int] = {}
+
+    def tag(self, eqn) -> str:
+        k = self._index.get(id(eqn))
+        if k is None:
+            k = self._index[id(eqn)] = len(self.eqns)
+            self.eqns.append(eqn)
+        return f"pce{k}"
+
+    def origin_of(self, eqn):
+        """The user's equation ``eqn`` was emitted for (the innermost tag), or ``None``."""
+        found = _TAG.findall(str(getattr(eqn.source_info, "name_stack", "")))
+        return self.eqns[int(found[-1])] if found else None
+
+
+_TAG = re.compile(r"\bpce(\d+)\b")
+_TAGGING: contextvars.ContextVar[Origins | None] = contextvars.ContextVar("pce_tagging",
+                                                                           default=None)
+
+
+@contextlib.contextmanager
+def tagging():
+    """Within, packed programs traced here tag what they emit (see :class:`Origins`, yielded),
+    so ``explorer.blame`` charges the packed program's equations to the user's lines. Off
+    otherwise: a measured program carries no extra names in its HLO."""
+    origins = Origins()
+    token = _TAGGING.set(origins)
+    try:
+        yield origins
+    finally:
+        _TAGGING.reset(token)
+
+
+def _scope(eqn):
+    origins = _TAGGING.get()
+    if origins is None or eqn is None:
+        return contextlib.nullcontext()
+    return jax.named_scope(origins.tag(eqn))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -208,11 +259,14 @@ class State:
             value, batched = self.lanes(tuple(m.operand for m in members))
             return jnp.reshape(value, ((n,) if batched else ()) + first.shape), batched
         if isinstance(first, Op):
-            return self._op(first.eqn, members, [m.operands for m in members])
+            with _scope(first.eqn):
+                return self._op(first.eqn, members, [m.operands for m in members])
         if isinstance(first, Multi):
-            return self._op(first.eqn, members, [m.operands for m in members], multi=True)
+            with _scope(first.eqn):
+                return self._op(first.eqn, members, [m.operands for m in members], multi=True)
         if isinstance(first, Sum):
-            return self._sum(members)
+            with _scope(first.eqn):
+                return self._sum(members)
         if isinstance(first, Out):
             if first.cls is None:                      # an output of a Multi pack
                 p, _ = self.plan.where[first.parent.uid]
@@ -228,7 +282,8 @@ class State:
                 return lax.index_in_dim(value, first.lane, 0, keepdims=False), False
             return take(value, [m.lane for m in members]), True
         if isinstance(first, Region):
-            return self._region(first), False
+            with _scope(first.eqn):
+                return self._region(first), False
         raise AssertionError(f"unexpected node {type(first).__name__}")
 
     def _op(self, eqn, members, operand_lists, multi: bool = False) -> tuple:

@@ -86,7 +86,7 @@ class Reshape(Node):
 class Sum(Node):
     """A sum of terms of this node's shape, held as a chain: ``prev``'s terms, then ``term``."""
 
-    __slots__ = ("counts", "n_terms", "prev", "term")
+    __slots__ = ("counts", "eqn", "n_terms", "prev", "term")
 
     def terms(self) -> list[Node]:
         out, node = [], self
@@ -234,6 +234,7 @@ class Graph:
             rest += by.terms() if isinstance(by, Sum) else [y]
             for term in rest:
                 node = self._sum(node, self.reshape(term, shape), shape, aval.dtype)
+                node.eqn = eqn  # the user's add that made it (blame charges the sum there)
             return node
         return self.op(eqn, (x, y))
 

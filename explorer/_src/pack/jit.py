@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jex_core
 
@@ -169,6 +170,10 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         entry, leaves = self._entry(args, kwargs)
+        if any(isinstance(x, jax.core.Tracer) for x in leaves):
+            # Called inside another trace (a jax.jit, grad or vmap around it, explorer.blame):
+            # the packed program is traced into that one, stacking and unstacking with JAX.
+            return self._traced_call(entry, leaves)
         if entry.compiled is None:
             entry.compiled = entry.traced.lower().compile()
         outs = entry.compiled(*self._stack(entry, leaves))
@@ -285,6 +290,20 @@ class Jitted:
             fallback=fallback, trace_s=traced_at - start,
             pack_s=time.perf_counter() - traced_at)
         return _Entry(in_groups, in_structs, out_groups, out_treedef, packed, report, program)
+
+    @staticmethod
+    def _traced_call(entry: _Entry, leaves):
+        stacked = [jnp.stack([jnp.asarray(leaves[i], struct.dtype) for i in idx])
+                   for idx, struct in zip(entry.in_groups, entry.in_structs)]
+        outs = entry.program(*stacked)
+        flat = [None] * sum(len(g) for g in entry.out_groups)
+        for idx, value in zip(entry.out_groups, outs):
+            if len(idx) == 1:
+                flat[idx[0]] = value
+            else:
+                for j, i in enumerate(idx):
+                    flat[i] = value[j]
+        return jax.tree_util.tree_unflatten(entry.out_treedef, flat)
 
     @staticmethod
     def _stack(entry: _Entry, leaves) -> tuple[np.ndarray, ...]:

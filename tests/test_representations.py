@@ -90,6 +90,20 @@ def test_single_unit_oscillator_matches_array(representation):
     assert_close(case.rollout(), ref_rollout)
 
 
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_one_state_matches_array(representation):
+    """N=1 of decay: one state and one parameter, so every group of leaves is one leaf (the
+    jit representation's rollout once failed there with an IndexError, in the example sweep)."""
+    ref_loss, ref_grad, ref_rollout = reference("decay", 1, 7)
+    case = build_case("decay", representation, 1, 7)
+    loss, grad = case.evaluate()
+    assert loss == pytest.approx(ref_loss, rel=1e-5)
+    assert grad.shape == (1,)
+    assert_close(grad, ref_grad)
+    assert case.rollout().shape == (7, 1)
+    assert_close(case.rollout(), ref_rollout)
+
+
 @pytest.mark.parametrize("problem,n,expected", [
     ("decay", 5, {"dict": 10, "array": 2, "unflatten": 2, "ravel": 10, "module": 2,
                   "struct": 2, "named": 2, "packed": 2, "jit": 2}),

@@ -392,13 +392,17 @@ def _build_jit(problem, n, horizon, unroll, obs, theta):
     def predict(obs, params):
         return predict_program(obs, params)[0]          # (N, horizon), lanes
 
+    def lanes(x, k):  # an output group of one leaf is that leaf, without the lane axis
+        x = np.asarray(x)
+        return x if k > 1 else x[None]
+
     return _Built(
         obs=obs_j,
         params=params_j,
         loss=loss_jit,
         predict=predict,
-        params_to_canonical=lambda g: np.asarray(g)[lane_p],
-        states_to_canonical=lambda ys: np.asarray(ys)[lane_s].T,
+        params_to_canonical=lambda g: np.asarray(g)[lane_p],  # stacked, as the input was
+        states_to_canonical=lambda ys: lanes(ys, len(names))[lane_s].T,
     )
 
 

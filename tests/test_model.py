@@ -9,6 +9,7 @@ import sys
 import time
 
 import holoviews as hv
+import pandas as pd
 import pytest
 
 import explorer
@@ -98,6 +99,27 @@ def _stored_loss_rows(store: Store, sizes=(10, 30, 100)) -> None:
                    "target": "loss", "unroll": 1, "status": "ok", "compile_s": 0.01 * n,
                    "trace_s": 0.01, "lower_s": 0.01, "backend": "cpu", "hlo_pre_bytes": 100 * n,
                    "run_s": 1e-4, "finished_at": float(n)})
+
+
+def test_a_row_without_text_where_others_have_it_reads_blank_not_nan(tmp_path, executor):
+    """A cancelled row has no host, JAX version or device kind; beside measured rows that do,
+    its cells read blank (the browser's table wrote "NaN" for them)."""
+    store = Store(tmp_path / "r.sqlite")
+    store.add({"problem": "decay", "representation": "array", "n_states": 3, "horizon": 5,
+               "target": "loss", "unroll": 1, "status": "ok", "compile_s": 0.1,
+               "host": "lab-7", "jax_version": "0.10.2", "finished_at": 1.0}, None)
+    store.add({"problem": "decay", "representation": "array", "n_states": 1, "horizon": 4,
+               "target": "loss", "unroll": 1, "backend": "cpu", "status": "cancelled",
+               "error": "WorkerCancelled: cancelled", "finished_at": 2.0}, None)
+    m = ExplorerModel(store=store, executor=executor)
+    try:
+        table = m.results.table()
+        cancelled = table[table["status"] == "cancelled"].iloc[0]
+        assert cancelled["host"] == "" and cancelled["jax_version"] == ""
+        assert table[table["status"] == "ok"].iloc[0]["host"] == "lab-7"
+        assert pd.isna(cancelled["compile_s"])  # a missing figure stays missing (shown as "-")
+    finally:
+        m.close()
 
 
 def test_example_lines_stay_lighter_and_labelled_once_anything_is_measured(tmp_path, executor):

@@ -180,6 +180,10 @@ class Results(param.Parameterized):
             .reset_index(drop=True)
         out["key"] = out["id"]
         out["id"] = [int(i) if i > 0 else "" for i in out["id"]]
+        # Text columns a row has no value in (a cancelled row's host, JAX version...) read
+        # blank: the browser's table wrote "NaN" where other rows had text.
+        text = [c for c in out if c != "id" and out[c].dtype == object]
+        out[text] = out[text].astype(object).where(out[text].notna(), "")
         return out
 
     def csv_bytes(self) -> bytes:

@@ -274,15 +274,17 @@ grad_jit = explorer.jit(jax.grad(sum_of_squares_loss, argnums=2), static_argnums
 grad_named = grad_jit(example_dynamics, *PROGRAMS["dict"][3])
 assert set(grad_named) == set(STATE_NAMES)
 assert np.allclose([grad_named[n] for n in STATE_NAMES], grads["dict"], rtol=1e-3, atol=1e-3)
-print(grad_jit.report)
 
-# Its packed program, measured cold like the three above (on the arrays explorer.jit stacks).
+# Its packed program for the arguments measured above (python-float parameters), measured cold
+# like the three programs (on the arrays explorer.jit stacks).
 program, stacked = grad_jit.packed_function(example_dynamics, states, parameters)
+jit_report = grad_jit.report_for(example_dynamics, states, parameters)
+print(jit_report)
 m_jit = explorer.measure(program, *stacked, name="explorer.jit/grad")
 assert m_jit.cold
 display(Markdown(f"""
-The gradient of the dict program, N = {STATE_DIMENSION}: {grad_jit.report.eqns_before:,}
-equations traced, {grad_jit.report.eqns_after} after packing (the array program's:
+The gradient of the dict program, N = {STATE_DIMENSION}: {jit_report.eqns_before:,}
+equations traced, {jit_report.eqns_after} after packing (the array program's:
 {by.loc[("array", "grad"), "jaxpr eqns"]}); {m_jit.n_leaves} array leaves; StableHLO
 {m_jit.hlo_pre_bytes / 1e3:.1f} KB (array {by.loc[("array", "grad"), "StableHLO KB"]:.1f} KB,
 dict {by.loc[("dict", "grad"), "StableHLO KB"]:.1f} KB); compiled in

@@ -142,6 +142,9 @@ def _zero(node: Node) -> bool:
     return isinstance(node, Const) and node.value.size == 1 and not node.value.any()
 
 
+_MAX_RUNS = 6  # lanes read in at most this many runs of consecutive lanes: slices, not a gather
+
+
 def _stride(idx: np.ndarray) -> int:
     if len(idx) < 2:
         return 1
@@ -157,6 +160,12 @@ def take(v, lanes) -> jax.Array:
     step = _stride(idx)
     if step:
         return lax.slice_in_dim(v, int(idx[0]), int(idx[-1]) + 1, step, axis=0)
+    # A few runs of consecutive lanes (a neighbour read: lanes 1..N-1, then lane 0): their
+    # slices concatenated, instead of a gather whose index array of N lanes is a constant.
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    if len(breaks) < _MAX_RUNS:
+        return jnp.concatenate([lax.slice_in_dim(v, int(run[0]), int(run[-1]) + 1, 1, axis=0)
+                                for run in np.split(idx, breaks)], axis=0)
     return jnp.take(v, idx, axis=0, unique_indices=len(set(idx.tolist())) == len(idx),
                     indices_are_sorted=bool(np.all(np.diff(idx) > 0)), mode="clip")
 

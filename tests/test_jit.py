@@ -86,6 +86,7 @@ def test_a_sum_over_names_is_one_reduction():
 
 # -- per-name dynamics with neighbours, mixed shapes ------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["decay", "oscillator", "lotka_volterra"])
 def test_the_problems_per_name_losses_with_their_scan_inside(name):
     prob = explorer.get_problem(name)
@@ -367,6 +368,7 @@ def test_called_inside_another_transformation_it_gives_jax_jits_numbers(outer):
     _close(got, want, rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["oscillator", "lotka_volterra"])
 def test_neighbour_reads_are_slices_and_the_program_stays_array_sized(name):
     """The oscillator's masses read their neighbours (lanes 1..N-1, then lane 0): a few

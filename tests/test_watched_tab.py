@@ -163,14 +163,14 @@ def test_the_your_program_tab_shows_a_run_the_cli_stored(page, served_explorer, 
     page.locator(".bk-tab", has_text="Your program").click()
     expect(page.locator(".bk-Figure")).to_have_count(5, timeout=LOAD_S)  # the ranking's
     # The slowest function's findings (which of the two is slowest depends on the machine).
-    findings = page.get_by_text(re.compile(r"\d+ compile\(s\), XLA compile"))
+    findings = page.get_by_text(re.compile(r"\d+ compile\(s\), XLA compile")).first
     expect(findings).to_be_visible(timeout=LOAD_S)
     rows = page.locator(".tabulator-row", has_text="reshaped")
     expect(rows).to_have_count(1, timeout=LOAD_S)
     rows.first.click()
-    expect(page.get_by_text("Compiled again")).to_be_visible(timeout=LOAD_S)
+    expect(page.get_by_text("Compiled again", exact=True)).to_be_visible(timeout=LOAD_S)
     page.locator(".tabulator-row", has_text="per_name").first.click()
-    expect(page.get_by_text("per-leaf-repetition")).to_be_visible(timeout=LOAD_S)
+    expect(page.get_by_text("per-leaf-repetition").first).to_be_visible(timeout=LOAD_S)
     page.get_by_role("button", name="Reload").click()
     expect(findings).to_be_visible(timeout=LOAD_S)
     _shot(page, "your-program-tab.png")

@@ -23,7 +23,9 @@ from ._src.plots import rollout_frame as rollout_frame
 from ._src.plots import rollout_plot as rollout_plot
 from ._src.plots import runtime_plot as runtime_plot
 from ._src.plots import select as select
+from ._src.plots import compile_ranking_plot as compile_ranking_plot
+from ._src.plots import run_ratio_plot as run_ratio_plot
 
 __all__ = ["REPRESENTATION_COLORS", "STAGES", "color_of", "compile_time_plot", "export_html",
            "log_ticks", "placeholder", "program_size_plot", "rollout_frame", "rollout_plot", "runtime_plot",
-           "select"]
+           "select", "run_ratio_plot", "compile_ranking_plot"]

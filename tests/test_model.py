@@ -545,7 +545,7 @@ def test_bad_input_is_said_next_to_the_fields_and_in_the_status(model):
 def test_compare_runs_puts_two_jax_versions_side_by_side(tmp_path, executor):
     """Rows of the same cases under two JAX versions: the Compare runs part finds both groups
     and gives the ratios b / a (rows written as another interpreter's worker would)."""
-    import explorer._src.plots as plots  # noqa: PLC0415
+    import explorer.plots as plots  # noqa: PLC0415
     from explorer._src.dashboard.model.model import ExplorerModel  # noqa: PLC0415
 
     store = explorer.Store(tmp_path / "r.sqlite")

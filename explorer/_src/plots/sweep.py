@@ -1,4 +1,4 @@
-"""Plots of results: pure functions from a results DataFrame to HoloViews objects.
+"""Plots of a sweep's results: pure functions from a results DataFrame to HoloViews objects.
 
 Notebooks, the dashboard and exported HTML share exactly these figures. Importing this module
 imports no Panel (HoloViews' Bokeh plotting module, which does, is loaded on the first plot).
@@ -19,8 +19,9 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 
-from .core.fits import fit_power_law, format_exponent
-from .export import export_html  # noqa: F401 - re-exported: the plots as a standalone page
+from ..core.fits import fit_power_law, format_exponent
+from ..export import export_html  # noqa: F401 - re-exported: the plots as a standalone page
+from .ticks import log_ticks
 
 # One colour per representation, the same in every plot (Bokeh's Category10).
 REPRESENTATION_COLORS = {
@@ -92,55 +93,6 @@ def _legend(entries: int) -> dict[str, Any]:
     cols = 3
     rows = -(-entries // cols)
     return dict(legend_position="bottom", legend_cols=cols, height=PLOT_HEIGHT + 24 * rows)
-
-
-def log_ticks(lo: float, hi: float, max_ticks: int = 8) -> list[tuple[float, str]]:
-    """Labelled ticks for a log axis over ``[lo, hi]`` that read well at any range.
-
-    Bokeh's own log ticker labels only whole decades: under one decade an axis shows no label
-    at all (N = 10, 20 bare; nothing below 1 s) or crowded ``3.500e+5`` ones. Here: powers of
-    ten when the range spans several decades, else 1-2-5 steps, else even steps; labels
-    in plain figures (``0.05``, ``20``, ``300k``, ``2M``).
-    """
-    if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi <= 0:
-        return []
-    lo, hi = min(lo, hi), max(lo, hi)
-    first, last = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
-    for mantissas in ((1,), (1, 3), (1, 2, 5), (1, 1.5, 2, 3, 5, 7)):
-        ticks = [m * 10.0 ** e for e in range(first, last + 1) for m in mantissas
-                 if lo * 0.999 <= m * 10.0 ** e <= hi * 1.001]
-        if len(ticks) >= 3:
-            break
-    if len(ticks) > max_ticks:  # many decades: every other power of ten
-        step = -(-len(ticks) // max_ticks)
-        ticks = ticks[::step]
-    if len(ticks) < 3:  # under a factor of about three: even steps (2, 3, 4; 0.142 ... 0.148)
-        ticks = _even_ticks(lo, hi)
-    return [(v, _tick_label(v)) for v in ticks]
-
-
-def _even_ticks(lo: float, hi: float) -> list[float]:
-    """At least three round figures in ``[lo, hi]`` an even 1, 2 or 5 (times a power of ten)
-    apart, the widest such step; one value alone is its own tick."""
-    if hi - lo <= 1e-9 * hi:
-        return [lo]
-    exponent = int(np.floor(np.log10(hi - lo)))
-    while True:
-        for m in (5, 2, 1):
-            step = m * 10.0 ** exponent
-            first = np.ceil(lo * (1 - 1e-9) / step)
-            ticks = [float(f"{k * step:.12g}") for k in range(int(first), int(first) + 12)
-                     if k * step <= hi * (1 + 1e-9)]
-            if len(ticks) >= 3:
-                return ticks
-        exponent -= 1
-
-
-def _tick_label(value: float) -> str:
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return f"{value / scale:g}{suffix}"
-    return f"{value:g}"
 
 
 def _ticks_for(values: pd.Series) -> list[tuple[float, str]]:
@@ -543,89 +495,3 @@ def rollout_plot(frame: pd.DataFrame, *, title: str = "Rollout trajectories",
     # Trajectories fill the frame, so their legend goes beside it.
     return hv.Overlay([*curves, scatter, names]).opts(
         backend="bokeh", **_opts(title=title, padding=0.05, legend_position="right"))
-
-
-_RATIO_LABELS = {"compile_s": "compile time", "hlo_pre_bytes": "program size",
-                 "run_s": "runtime per call"}
-
-
-def run_ratio_plot(table: pd.DataFrame | None, metric: str = "compile_s") -> hv.Overlay:
-    """Ratio ``b / a`` of ``metric`` vs N, one line per representation (from
-    :func:`explorer.compare_runs`), on log axes with a line at 1 (no change)."""
-    _bokeh()
-    label = _RATIO_LABELS.get(metric, metric)
-    title = "Compare runs: " + label
-    if table is None or table.empty:
-        return placeholder(title, "Nothing to compare yet.")
-    by, a, b = (table.attrs.get(k) for k in ("by", "a", "b"))
-    title = f"{label}: {by} {b} / {a}"
-    y = hv.Dimension("ratio", label=f"{label} ratio (b / a)")
-    curves, points = [], []
-    for rep in dict.fromkeys([*REPRESENTATION_COLORS, *table["representation"].unique()]):
-        part = table[table["representation"] == rep]
-        data = pd.DataFrame({"n_states": pd.to_numeric(part["n_states"], errors="coerce"),
-                             "ratio": pd.to_numeric(part[f"{metric}_ratio"], errors="coerce")})
-        data = data[(data["n_states"] > 0) & (data["ratio"] > 0)].sort_values("n_states")
-        if data.empty:
-            continue
-        curves.append(hv.Curve(data, N_DIM, y, label=rep).opts(
-            backend="bokeh", color=color_of(rep), line_width=2, tools=[]))
-        points.append(data.assign(representation=rep, color=color_of(rep)))
-    if not curves:
-        return placeholder(title, "No positive ratios to show on log axes.")
-    every = pd.concat(points, ignore_index=True)
-    scatter = hv.Scatter(every, N_DIM, [y, "representation", "color"]).opts(
-        backend="bokeh", color="color", size=7, tools=["hover"], show_legend=False, **_HOVERED)
-    same = hv.HLine(1.0).opts(backend="bokeh", color="#888888", line_dash="dashed",
-                              line_width=1)
-    ratios = pd.concat([every["ratio"], pd.Series([1.0])])
-    return hv.Overlay([*curves, scatter, same]).opts(
-        backend="bokeh", **_opts(title=title, logx=True, logy=True,
-                                 xticks=_ticks_for(every["n_states"]) or None,
-                                 yticks=_ticks_for(ratios) or None))
-
-
-_RANKING_STAGES = (("trace_s", "trace", "#a6bddb"), ("lower_s", "lower", "#74a9cf"),
-                   ("compile_s", "XLA compile", "#0570b0"))
-
-
-def compile_ranking_plot(summary: pd.DataFrame | None, *, top: int = 15,
-                         title: str = "Compile time per function") -> hv.Overlay | hv.Bars:
-    """A watched program's functions (the ranking of ``explorer.watch``'s ``summary()``, or of
-    a stored run), slowest on top: trace, lower and XLA-compile seconds as stacked bars, each
-    function labelled ``name (file:line)``."""
-    _bokeh()
-    if summary is None or summary.empty:
-        return placeholder(title, "No compilation recorded.")
-    rows = summary.head(top).reset_index(drop=True)
-    labels = [_ranking_label(i, r) for i, r in rows.iterrows()]
-    long = pd.DataFrame([
-        {"function": label, "stage": stage, "seconds": float(value),
-         "compiles": int(r["compiles"]), "where": str(r["where"])}
-        for label, (_, r) in zip(labels, rows.iterrows())
-        for column, stage, _colour in _RANKING_STAGES
-        for value in [pd.to_numeric(r[column], errors="coerce")]
-        if pd.notna(value) and value > 0])
-    if long.empty:
-        return placeholder(title, "No compile seconds were reported for these functions.")
-    order = list(reversed(labels))  # Bokeh draws a categorical y axis bottom up
-    stages = [stage for _, stage, _ in _RANKING_STAGES]
-    long["function"] = pd.Categorical(long["function"], categories=order, ordered=True)
-    long["stage"] = pd.Categorical(long["stage"], categories=stages, ordered=True)
-    long = long.sort_values(["function", "stage"])
-    bars = hv.Bars(long, ["function", "stage"], ["seconds", "compiles", "where"])
-    colours = [colour for _, _, colour in _RANKING_STAGES]
-    return bars.opts(
-        backend="bokeh", stacked=True, invert_axes=True, title=title, cmap=colours,
-        color=hv.dim("stage"), tools=["hover"], responsive=True, legend_position="bottom_right",
-        height=max(PLOT_HEIGHT, 60 + 26 * len(rows)), show_grid=True, ylabel="seconds",
-        xlabel="", toolbar="above", backend_opts=dict(_CANVAS),
-        fontsize={"title": "11pt", "labels": "10pt", "xticks": "9pt", "yticks": "9pt",
-                  "legend": "8pt"})
-
-
-def _ranking_label(position: int, row: pd.Series) -> str:
-    where = str(row["where"])
-    short = where.rsplit("/", 1)[-1] if where else "?"
-    label = f"{position + 1}. {row['name']} ({short})"
-    return label if len(label) <= 46 else label[:45] + "…"

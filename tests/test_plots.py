@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from explorer._src import plots as _plots
+from explorer import plots as _plots
 from explorer._src.store.store import to_frame
 
 

@@ -6,7 +6,9 @@
 #     OUT=/some/folder bash benchmarks/gpu.sh
 #
 # It writes into $OUT (default benchmarks/gpu-run): results-gpu.json and benchmarks-gpu.md
-# (fidelity, worker overhead, named against array: run_benchmarks.py --backend gpu --quick),
+# (fidelity, worker overhead, named against array at N = 10 and 100: run_benchmarks.py --backend
+# gpu --quick --sizes 10,100; on an H200 the dict program's gradient at N = 300 alone outlasted a
+# four-minute limit),
 # bench_pack-gpu.json (pack), bench_jit-gpu.json (explorer.jit), gpu.txt (what nvidia-smi names)
 # and log.txt. Each step has its own time limit, so one slow step cannot cost the others.
 set -uo pipefail
@@ -31,9 +33,9 @@ step() {  # step SECONDS NAME COMMAND...
 }
 {
   step "${LIMIT_MAIN:-260}" "run_benchmarks a,b,c" "$PY" benchmarks/run_benchmarks.py --backend "${BACKEND:-gpu}" \
-    --quick --only a,b,c --out "$OUT/results-gpu.json" --doc "$OUT/benchmarks-gpu.md" \
+    --quick --rounds "${ROUNDS:-3}" --sizes 10,100 --only a,b,c --out "$OUT/results-gpu.json" --doc "$OUT/benchmarks-gpu.md" \
     --note "GPU run by benchmarks/gpu.sh"
   step "${LIMIT_PACK:-90}" "bench_pack" "$PY" benchmarks/bench_pack.py --out "$OUT/bench_pack-gpu.json"
-  step "${LIMIT_JIT:-150}" "bench_jit" "$PY" benchmarks/bench_jit.py --sizes 10,100,1000 \
+  step "${LIMIT_JIT:-150}" "bench_jit" "$PY" benchmarks/bench_jit.py --sizes 10,100 --rounds 2 \
     --out "$OUT/bench_jit-gpu.json"
 } 2>&1 | tee "$OUT/log.txt"

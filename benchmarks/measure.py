@@ -2,7 +2,7 @@
 
     python benchmarks/measure.py [--quick] [--backend cpu|gpu] [--only a,b,c,d] [--out FILE.json]
 
-``report.py`` turns that file into ``docs/benchmarks.md``; ``run_benchmarks.py`` runs both.
+``report.py`` turns that file into ``docs/benchmarks-run.md``; ``run_benchmarks.py`` runs both.
 
 a. Fidelity and overhead: :func:`explorer.measure` against the bare-JAX reference
    (:func:`bare_jit`: a fresh ``jax.jit(f).lower(*args).compile()``) of the same programs
@@ -429,6 +429,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default=",".join(SECTIONS),
                    help="which benchmarks (comma-separated from a,b,c,d)")
     p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7 quick, 9 full)")
+    p.add_argument("--sizes", default=None,
+                   help="state counts for c, comma-separated (default 10,100,300 quick, 10,100,1000,3000 full)")
 
 
 def sections(only: str) -> set[str]:
@@ -441,13 +443,30 @@ def sections(only: str) -> set[str]:
     return chosen
 
 
+def parse_sizes(text: str | None) -> tuple[int, ...] | None:
+    """``--sizes`` as a tuple of positive integers (``None`` when not given); else ``ValueError``."""
+    if text is None:
+        return None
+    try:
+        sizes = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"--sizes takes comma-separated positive integers, got {text!r}")
+    return sizes
+
+
 def measure_all(*, quick: bool, backend: str | None, only: set[str], rounds: int | None,
-                note: str, command: str) -> dict[str, Any]:
-    """Run the chosen sections and return every raw figure (what the JSON file holds)."""
+                note: str, command: str, sizes: tuple[int, ...] | None = None,
+                out: Path | None = None) -> dict[str, Any]:
+    """Run the chosen sections and return every raw figure (what the JSON file holds). With
+    ``out``, what is measured so far is written there after each section (``"partial": true``),
+    so a run stopped at a time limit keeps the sections it finished."""
     dev = device(backend)
     rounds = rounds or (7 if quick else 9)
-    sizes = (tuple(n for n in REP_SIZES_FULL if n <= QUICK_MAX_N) + (QUICK_MAX_N,) if quick
-             else REP_SIZES_FULL)
+    if sizes is None:
+        sizes = (tuple(n for n in REP_SIZES_FULL if n <= QUICK_MAX_N) + (QUICK_MAX_N,) if quick
+                 else REP_SIZES_FULL)
     sizes = tuple(sorted(set(sizes)))
     results: dict[str, Any] = {
         "machine": machine_info(backend),
@@ -457,14 +476,24 @@ def measure_all(*, quick: bool, backend: str | None, only: set[str], rounds: int
     }
     log(f"benchmarks on {dev.platform} ({dev.device_kind}), rounds={rounds}, sizes={sizes}")
     start = time.perf_counter()
+
+    def checkpoint() -> None:
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps({**results, "partial": True}, indent=1, default=str) + "\n",
+                           encoding="utf-8")
+
     if "a" in only:
         targets = ("loss",) if quick else ("loss", "grad")
         results["fidelity"] = bench_fidelity(rounds, targets, backend)
+        checkpoint()
     if "b" in only:
         results["worker"] = bench_worker(max(rounds * 4, 20), backend)
+        checkpoint()
     if "c" in only:
         dict_rounds = 2 if quick else 3
         results["representations"] = bench_representations(sizes, rounds, dict_rounds, backend)
+        checkpoint()
     if "d" in only:
         results["dashboard"] = bench_dashboard_section(quick)
     results["elapsed_s"] = time.perf_counter() - start
@@ -483,6 +512,7 @@ def run(args: argparse.Namespace, script: str, argv: list[str] | None) -> dict[s
     name = Path(script).stem
     try:
         only = sections(args.only)
+        sizes = parse_sizes(getattr(args, "sizes", None))
         device(args.backend)
     except ValueError as err:
         print(f"{name}: {err}", file=sys.stderr)
@@ -492,9 +522,9 @@ def run(args: argparse.Namespace, script: str, argv: list[str] | None) -> dict[s
         return None
     command = f"python benchmarks/{Path(script).name} " + shlex.join(
         argv if argv is not None else sys.argv[1:])
-    results = measure_all(quick=args.quick, backend=args.backend, only=only, rounds=args.rounds,
-                          note=args.note, command=command.strip())
     out = Path(args.out)
+    results = measure_all(quick=args.quick, backend=args.backend, only=only, rounds=args.rounds,
+                          note=args.note, command=command.strip(), sizes=sizes, out=out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
     log(f"wrote {out}")

@@ -1,6 +1,6 @@
 """The reporting half of the benchmarks: goals and markdown from a results JSON, no measuring.
 
-    python benchmarks/report.py benchmarks/results.json [--doc docs/benchmarks.md]
+    python benchmarks/report.py benchmarks/results.json [--doc docs/benchmarks-run.md]
 
 reads a file ``measure.py`` (or ``run_benchmarks.py``) wrote, evaluates the goals and writes the
 markdown summary. It imports neither JAX nor explorer, so it runs in a second. In an existing
@@ -336,7 +336,11 @@ def render_markdown(results: dict[str, Any]) -> str:
             lines.append("")
 
     lines += _dashboard_markdown(results.get("dashboard"))
-    lines += ["## e. GPU", "", results.get("gpu_note", "")]
+    on_gpu = results.get("machine", {}).get("backend") == "gpu"
+    lines += ["## e. GPU", "", results.get("gpu_note", "") if on_gpu else
+              "This run is on the CPU. GPU figures, with the GPU named, are in "
+              "[benchmarks.md](benchmarks.md#on-a-gpu-nvidia-h200); `bash benchmarks/gpu.sh` "
+              "runs every benchmark with a GPU side on such a machine."]
     return "\n".join(lines) + "\n"
 
 
@@ -464,8 +468,8 @@ def goal_lines(goals: list[dict[str, Any]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", type=Path, help="a results JSON written by measure.py")
-    p.add_argument("--doc", type=Path, default=ROOT / "docs" / "benchmarks.md",
-                   help="markdown output (default: docs/benchmarks.md)")
+    p.add_argument("--doc", type=Path, default=ROOT / "docs" / "benchmarks-run.md",
+                   help="markdown output (default: docs/benchmarks-run.md)")
     args = p.parse_args(argv)
     try:
         results = json.loads(args.results.read_text(encoding="utf-8"))

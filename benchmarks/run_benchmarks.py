@@ -3,7 +3,7 @@
 One command (run from the repository root)::
 
     python benchmarks/run_benchmarks.py [--quick] [--backend cpu|gpu] [--only a,b,c,d]
-                                        [--out benchmarks/results.json] [--doc docs/benchmarks.md]
+                                        [--out benchmarks/results.json] [--doc docs/benchmarks-run.md]
 
 measures (``measure.py``: every raw figure to the JSON file) and then reports (``report.py``:
 the goals and the markdown summary). The two halves also run on their own::
@@ -34,7 +34,7 @@ from common import log  # noqa: E402
 def _parser(measure: Any = None) -> argparse.ArgumentParser:
     """``--doc`` and ``--render``; with ``measure`` (imports JAX) its options and ``--help`` too."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], add_help=measure is not None)
-    p.add_argument("--doc", default=str(report.ROOT / "docs" / "benchmarks.md"), help="markdown output")
+    p.add_argument("--doc", default=str(report.ROOT / "docs" / "benchmarks-run.md"), help="markdown output")
     p.add_argument("--render", default=None, metavar="JSON",
                    help="only write the markdown again from a results JSON of an earlier run")
     if measure is not None:

@@ -51,12 +51,12 @@ def test_report_renders_every_goal_of_the_committed_results(tmp_path):
 
 
 def test_committed_doc_is_what_the_report_writes_from_the_committed_results(tmp_path):
-    # What docs/benchmarks.md says above its keep-mark is exactly what report.py renders from
+    # What docs/benchmarks-run.md says above its keep-mark is exactly what report.py renders from
     # benchmarks/results.json, so the doc can always be written again without measuring.
     mark = _report_module().KEEP_MARK
     doc = tmp_path / "benchmarks.md"
     assert _report(str(RESULTS), "--doc", str(doc)).returncode == 0
-    committed = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    committed = (ROOT / "docs" / "benchmarks-run.md").read_text(encoding="utf-8")
     assert mark in committed
     assert doc.read_text(encoding="utf-8").split(mark)[0] == committed.split(mark)[0]
 

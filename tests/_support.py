@@ -30,7 +30,7 @@ def one_line(text: str) -> str:
 
 def cli_in_process(argv: list[str], capsys) -> tuple[int, str]:
     """Run ``pytree-explorer ARGV`` in this process; its exit status and stderr."""
-    from explorer._src.cli import main  # noqa: PLC0415
+    from explorer.cli import main  # noqa: PLC0415
 
     try:
         code = main(argv)

@@ -53,13 +53,10 @@ def executor():
 def _own_problem_registry():
     """Each test sees the built-in problems and those it defines itself: a problem another
     test module defined (at import, say) does not leak into its menus and messages."""
-    from explorer._src.core import problems as _problems  # noqa: PLC0415
+    from explorer.testing import isolated_problems  # noqa: PLC0415
 
-    saved = dict(_problems._USER)
-    _problems._USER.clear()
-    yield
-    _problems._USER.clear()
-    _problems._USER.update(saved)
+    with isolated_problems():
+        yield
 
 
 @pytest.fixture(autouse=True)

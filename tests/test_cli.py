@@ -16,11 +16,11 @@ import pytest
 from _support import CPU_ENV, ROOT, cli_in_process, digest, free_port, one_line, stderr_when_done
 
 import explorer
-from explorer._src.cli import main
+from explorer.cli import main
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "explorer._src.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "explorer", *args], capture_output=True,
                           text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
@@ -87,8 +87,8 @@ def test_cli_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path, m
 
 @pytest.mark.slow
 def test_cli_exit_status_is_really_2_in_a_subprocess(tmp_path):
-    env = {**os.environ, **CPU_ENV, explorer._src.store.store.ENV_VAR: str(tmp_path / "d.sqlite")}
-    done = subprocess.run([sys.executable, "-m", "explorer._src.cli", "sweep", "-n", "-3"],
+    env = {**os.environ, **CPU_ENV, STORE_ENV_VAR: str(tmp_path / "d.sqlite")}
+    done = subprocess.run([sys.executable, "-m", "explorer", "sweep", "-n", "-3"],
                           capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert done.returncode == 2
     assert "n_states" in one_line(done.stderr)
@@ -103,7 +103,7 @@ def test_cli_lists_problems_and_representations(capsys):
         "decay", "oscillator", "lotka_volterra"]
     assert main(["representations"]) == 0
     out = capsys.readouterr().out
-    from explorer._src.core.representations import REPRESENTATIONS  # noqa: PLC0415
+    from explorer.testing import REPRESENTATIONS  # noqa: PLC0415
 
     assert [line.split()[0] for line in out.splitlines()] == list(REPRESENTATIONS)
     assert REPRESENTATIONS[:8] == ("dict", "array", "unflatten", "ravel", "module", "struct",
@@ -135,7 +135,7 @@ SWEEP_CASES = 10
 
 
 def _cli_process(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "explorer._src.cli", *args], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "explorer", *args], cwd=ROOT, env=env,
                             start_new_session=True, **kw)
 
 
@@ -153,7 +153,7 @@ def _keys(frame) -> list[tuple]:
 @pytest.mark.slow
 def test_kill_9_mid_sweep_keeps_finished_rows_and_the_sweep_resumes(tmp_path):
     db = tmp_path / "sweep.sqlite"
-    env = {**os.environ, **CPU_ENV, explorer._src.store.store.ENV_VAR: str(tmp_path / "default.sqlite")}
+    env = {**os.environ, **CPU_ENV, STORE_ENV_VAR: str(tmp_path / "default.sqlite")}
     log = (tmp_path / "killed.log").open("w")
     proc = _cli_process([*SWEEP_ARGS, "--store", str(db)], env, stdout=log, stderr=log)
     try:
@@ -184,7 +184,7 @@ def test_kill_9_mid_sweep_keeps_finished_rows_and_the_sweep_resumes(tmp_path):
     killed_run = set(after["run_id"])
 
     # The same sweep again: measures only what is missing.
-    done = subprocess.run([sys.executable, "-m", "explorer._src.cli", *SWEEP_ARGS, "--store", str(db)],
+    done = subprocess.run([sys.executable, "-m", "explorer", *SWEEP_ARGS, "--store", str(db)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     resumed = explorer.Store(db).rows()
@@ -195,7 +195,7 @@ def test_kill_9_mid_sweep_keeps_finished_rows_and_the_sweep_resumes(tmp_path):
     assert (resumed["status"] == "ok").all()
 
     # --redo measures every case again.
-    done = subprocess.run([sys.executable, "-m", "explorer._src.cli", *SWEEP_ARGS, "--redo",
+    done = subprocess.run([sys.executable, "-m", "explorer", *SWEEP_ARGS, "--redo",
                            "--store", str(db)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
@@ -261,7 +261,7 @@ def test_cli_readable_messages_and_help(tmp_path, capsys):
 _SIGTERM_IN_GC = """
 import gc, os, signal, sys, time
 from tornado.ioloop import IOLoop
-from explorer._src.cli import main
+from explorer.cli import main
 
 armed = []
 
@@ -308,7 +308,7 @@ def test_export_of_an_unknown_run_is_one_line_and_writes_nothing(tmp_path, capsy
 
 
 def test_the_sweep_help_names_every_representation_from_the_registry(capsys):
-    from explorer._src.core.representations import REPRESENTATIONS  # noqa: PLC0415
+    from explorer.testing import REPRESENTATIONS  # noqa: PLC0415
 
     with pytest.raises(SystemExit) as stop:
         main(["sweep", "--help"])
@@ -321,7 +321,7 @@ def test_the_sweep_help_names_every_representation_from_the_registry(capsys):
                                   ["nonsense"]])
 def test_help_and_argument_errors_do_not_import_jax(argv):
     """``pytree-explorer --help`` took ~10 s: it imported JAX (and pandas) before argparse."""
-    code = ("import sys\nfrom explorer._src.cli import main\ntry:\n    main(sys.argv[1:])\n"
+    code = ("import sys\nfrom explorer.cli import main\ntry:\n    main(sys.argv[1:])\n"
             "except SystemExit as stop:\n    code = stop.code\n"
             "print('IMPORTED', sorted(m for m in ('jax', 'pandas') if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,

@@ -93,7 +93,7 @@ def test_a_killed_dask_worker_is_survived(tmp_path, client):
 
 @pytest.mark.slow
 def test_cancel_kills_the_measurements_running_on_the_workers(tmp_path, client):
-    from explorer._src.jobs import cluster as _cluster
+    from explorer.testing import dask_running
 
     store = explorer.Store(tmp_path / "x.sqlite")
     cancel = threading.Event()
@@ -105,9 +105,9 @@ def test_cancel_kills_the_measurements_running_on_the_workers(tmp_path, client):
     assert time.monotonic() - began < 25
     assert store.rows().empty  # neither case finished: nothing stored, nothing false
     deadline = time.time() + 5
-    while time.time() < deadline and any(client.run(lambda: len(_cluster._running)).values()):
+    while time.time() < deadline and any(client.run(lambda: len(dask_running())).values()):
         time.sleep(0.2)
-    assert not any(client.run(lambda: len(_cluster._running)).values())
+    assert not any(client.run(lambda: len(dask_running())).values())
 
 
 def _start(argv: list[str], log) -> subprocess.Popen:
@@ -132,7 +132,7 @@ def _stop(*procs: subprocess.Popen) -> None:
         proc.wait(timeout=30)
 
 
-SWEEP = ["explorer._src.cli", "sweep", "--problem", "decay", "-r", "dict", "-n", "2,3,4,5,6,7",
+SWEEP = ["explorer", "sweep", "--problem", "decay", "-r", "dict", "-n", "2,3,4,5,6,7",
          "--horizons", "5", "--targets", "loss", "-q"]
 
 

@@ -12,13 +12,12 @@ import time
 import pytest
 
 from explorer import Store
-from explorer._src.dashboard.model.model import ExplorerModel
+from explorer import ExplorerModel
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 
-from explorer._src.jobs import cluster as _cluster  # noqa: E402
-from explorer._src.jobs.cluster import DaskExecutor  # noqa: E402
+from explorer.testing import DaskExecutor, dask_running  # noqa: E402
 
 WAIT_S = 180
 
@@ -48,7 +47,7 @@ def model(tmp_path, client):
 
 
 def _running(client) -> dict[str, int]:
-    return client.run(lambda: len(_cluster._running))
+    return client.run(lambda: len(dask_running()))
 
 
 def _wait_until(predicate, timeout: float = WAIT_S) -> bool:
@@ -122,7 +121,7 @@ def test_a_dask_worker_that_dies_marks_its_row_and_the_page_goes_on(model, clien
 
     def measuring_dict() -> list[str]:
         labels = client.run(lambda: [ex.status.running or ""
-                                     for ex, _ in _cluster._running.values()])
+                                     for ex, _ in dask_running().values()])
         return [addr for addr, running in labels.items() if any("dict" in r for r in running)]
 
     assert _wait_until(lambda: bool(measuring_dict()), 120)
@@ -138,7 +137,7 @@ def test_a_dask_worker_that_dies_marks_its_row_and_the_page_goes_on(model, clien
 
 @pytest.mark.slow
 def test_serve_with_an_unreachable_scheduler_is_a_one_line_error():
-    out = subprocess.run([sys.executable, "-m", "explorer._src.cli", "serve", "--scheduler",
+    out = subprocess.run([sys.executable, "-m", "explorer", "serve", "--scheduler",
                           "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -174,7 +173,7 @@ def test_served_page_says_it_measures_on_the_cluster_and_runs_there(page, client
 
 @pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
 def test_a_bad_per_host_in_the_environment_is_one_line(monkeypatch, value):
-    from explorer._src.dashboard.page import settings_from_environment  # noqa: PLC0415
+    from explorer.testing import settings_from_environment  # noqa: PLC0415
 
     monkeypatch.setenv("PYTREE_EXPLORER_SCHEDULER", "tcp://127.0.0.1:1")
     monkeypatch.setenv("PYTREE_EXPLORER_PER_HOST", value)

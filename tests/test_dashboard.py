@@ -43,7 +43,7 @@ def test_a_served_page_is_the_page_panel_builds_with_its_models_worked_out_once(
     from bokeh.document import Document
 
     import explorer
-    from explorer._src.dashboard.page import _PageTemplate
+    from explorer.testing import PageTemplate as _PageTemplate
 
     recomputed = []
     plain_recompute = bokeh_models.DocumentModelManager.recompute
@@ -189,7 +189,7 @@ def test_pages_whose_sessions_ended_leave_nothing_behind(tmp_path, executor):
 
 
 def test_program_text_is_escaped_never_markup():
-    from explorer._src.dashboard.page import program_html
+    from explorer.testing import program_html
 
     html = program_html('<script>alert("x")</script> & <b>')
     assert "<script>" not in html and "<b>" not in html
@@ -200,7 +200,7 @@ def test_program_text_is_escaped_never_markup():
 
 
 def test_side_by_side_and_verdict_lead_with_what_differs():
-    from explorer._src.dashboard.inspection import ProgramsSection, side_by_side_html
+    from explorer.testing import ProgramsSection, side_by_side_html
 
     comparison = {"labels": ("dict", "<array>"), "distinct": (("a = mul <b>", ""), ("", "c")),
                   "op_summary": "dict: 6 × mul\narray: 1 × mul", "title": "t", "verdict": "v",
@@ -224,7 +224,7 @@ def test_a_page_closed_mid_update_is_one_quiet_line_and_other_errors_still_reach
 
     from tornado.websocket import WebSocketClosedError  # noqa: PLC0415
 
-    from explorer._src.dashboard.page import _quiet_closed_pages  # noqa: PLC0415
+    from explorer.testing import quiet_closed_pages as _quiet_closed_pages  # noqa: PLC0415
 
     loop = asyncio.new_event_loop()
     passed_on = []

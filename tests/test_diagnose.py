@@ -14,7 +14,7 @@ import pytest
 from _support import one_line
 
 import explorer
-from explorer._src.diagnose.findings import KINDS
+from explorer.testing import FINDING_KINDS as KINDS
 
 # -- programs ----------------------------------------------------------------------------------
 
@@ -151,7 +151,7 @@ def test_a_loop_reading_one_value_many_times_is_not_per_leaf():
 
 
 # -- per-leaf-repetition: trying the explorer's rewrite (explorer.jit, or explorer.pack) ----------
-import explorer._src.diagnose.trial as trial_module  # noqa: E402
+from explorer.testing import diagnose_trial as trial_module  # noqa: E402
 
 REWRITES = {"explorer.jit": trial_module._jit_rewrite, "explorer.pack": trial_module._pack_rewrite}
 
@@ -225,16 +225,16 @@ def _note(saving):
     return note
 
 
-@pytest.mark.parametrize("name, target", [("explorer.pack", "explorer._src.pack.pack.pack"),
-                                          ("explorer.jit", "explorer._src.pack.jit.jit")])
+@pytest.mark.parametrize("name, target", [("explorer.pack", "pack_module"),
+                                          ("explorer.jit", "jit_module")])
 def test_a_rewrite_that_refuses_gives_one_sentence_not_a_crash(monkeypatch, name, target):
     use_rewrite(monkeypatch, name)
 
     def refuses(*_args, **_kwargs):
         raise RuntimeError("no vectoriser today\nsecond line")
 
-    module, _, attr = target.rpartition(".")
-    monkeypatch.setattr(__import__(module, fromlist=[attr]), attr, refuses)
+    module = getattr(explorer.testing, target)
+    monkeypatch.setattr(module, name.split(".")[1], refuses)
     d = explorer.diagnose(per_name_step, names(60), names(60), compile=False)
     assert d.pack_trial.status == "not tried"
     assert _note(only(d, "per-leaf-repetition")[0].saving).endswith(
@@ -559,7 +559,7 @@ def _diagnose_cli(tmp_path, *args):
     import sys
 
     (tmp_path / "usercode.py").write_text(_USER_MODULE)
-    return subprocess.run([sys.executable, "-m", "explorer._src.cli", "diagnose", *args],
+    return subprocess.run([sys.executable, "-m", "explorer", "diagnose", *args],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env={**os.environ, "JAX_PLATFORMS": "cpu"})
 

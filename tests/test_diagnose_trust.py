@@ -106,7 +106,7 @@ def test_diagnose_names_what_it_diagnosed():
         "partial(loss)": functools.partial(loss),
         "loss": loss,
     }
-    from explorer._src.diagnose.diagnose import describe
+    from explorer.testing import describe
 
     assert {describe(f): f for f in named.values()}.keys() == named.keys()
     d = explorer.diagnose(jax.grad(loss), x, compile=False)
@@ -149,7 +149,7 @@ def test_report_file_mode_follows_the_umask(tmp_path, umask, mode):
 
 
 def test_rewrite_trial_budgets_are_stated_and_skip_the_trial(monkeypatch):
-    import explorer._src.diagnose.trial as trial_module
+    from explorer.testing import diagnose_trial as trial_module
 
     monkeypatch.setattr(trial_module, "MAX_EQNS", 100)
     d = explorer.diagnose(per_name_step, names(60), names(60), compile=False)

@@ -40,23 +40,22 @@ def test_a_negative_zero_exponent_is_printed_as_zero():
 
 
 def test_plot_legends_never_show_a_negative_zero(monkeypatch):
-    from explorer._src.core import fits as _fits
     from explorer import plots
-    from explorer._src.plots import sweep as _sweep  # where the sweep plots look the fit up
-    from explorer._src.store.store import to_frame
+    from explorer.testing import rows_frame as to_frame
+    from explorer.testing import sweep_plots  # where the sweep plots look the fit up
 
     rows = to_frame([{"id": i, "status": "ok", "problem": "decay", "representation": "array",
                       "n_states": n, "horizon": 5, "target": "loss", "unroll": 1,
                       "trace_s": 0.1, "lower_s": 0.1, "compile_s": 0.1, "hlo_pre_bytes": 1000,
                       "hlo_post_bytes": 900, "run_s": 1e-4, "finished_at": i}
                      for i, n in enumerate((1, 10, 100))])
-    real = _fits.fit_power_law
+    real = explorer.fit_power_law
 
     def negative_zero(x, y):  # what one processor gives for a constant series
         found = real(x, y)
         return None if found is None else {**found, "k": -1e-17}
 
-    monkeypatch.setattr(_sweep, "fit_power_law", negative_zero)
+    monkeypatch.setattr(sweep_plots, "fit_power_law", negative_zero)
     for plot in (plots.compile_time_plot(rows), plots.program_size_plot(rows),
                  plots.runtime_plot(rows)):
         labels = {el.label for el in plot if el.label}
@@ -64,8 +63,8 @@ def test_plot_legends_never_show_a_negative_zero(monkeypatch):
 
 
 def test_unknown_metric_is_one_line_naming_the_choices():
-    from explorer._src.store.store import to_frame
+    from explorer.testing import rows_frame
 
-    frame = to_frame([])
+    frame = rows_frame([])
     with pytest.raises(ValueError, match="unknown metric 'bogus'; choose from: compile_s"):
         explorer.scaling_exponents(frame, metrics=["bogus"])

@@ -9,7 +9,7 @@ import pytest
 from _support import one_line
 
 import explorer
-from explorer._src.util import validate as v
+from explorer.testing import validate as v
 
 
 def _never_called(x):

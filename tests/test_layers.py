@@ -1,11 +1,17 @@
 """The house's floors: every import inside the package goes down a floor (or stays in its folder).
 
 The README's "How the code is laid out" draws these floors; this test is what keeps them true.
+It is also the one test module that names private modules: every other test reaches the explorer
+through its public API and the documented hooks of ``explorer.testing`` (and the compat module,
+whose tests fail when an upstream project changes what it leans on).
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +77,51 @@ def test_the_core_imports_no_panel():
             "bad = [m for m in ('panel', 'bokeh', 'holoviews') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_importing_the_model_and_plots_does_not_import_panel():
+    code = ("import sys, explorer._src.dashboard.model.model, explorer._src.plots; "
+            "print('panel' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+TESTS = Path(__file__).resolve().parent
+# A private module named in a test, as an import or inside code a test runs (compat excepted).
+PRIVATE = re.compile(r"explorer\._src\.(?!compat\b)[a-z_]+|from explorer\._src import (?!compat\b)|"
+                     r"from explorer import _src\b")
+
+
+@pytest.mark.parametrize("path", sorted(p for p in TESTS.glob("*.py") if p.name != "test_layers.py"),
+                         ids=lambda p: p.name)
+def test_tests_use_the_public_api_and_the_testing_hooks(path):
+    found = [f"line {i}: {line.strip()}" for i, line in
+             enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if PRIVATE.search(line)]
+    assert not found, ("use explorer's public API or a hook of explorer.testing (add one there, "
+                       f"documented, if a test needs it): {found}")
+
+
+def test_every_testing_hook_resolves():
+    """The hooks are imported on first use, by name: one whose target moved fails here, not in
+    the test that needs it."""
+    import explorer.testing as testing  # noqa: PLC0415
+
+    missing = []
+    for name in testing.__all__:
+        try:
+            getattr(testing, name)
+        except (AttributeError, ImportError) as err:
+            missing.append(f"{name}: {err}")
+    assert not missing
+    documented = testing.__doc__
+    assert all(f"``{name}``" in documented for name in testing.__all__), (
+        [n for n in testing.__all__ if f"``{n}``" not in documented])
+
+
+def test_the_library_never_imports_its_test_hooks():
+    users = [str(p.relative_to(SRC)) for p in MODULES if "testing" in
+             {alias.name for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.ImportFrom)
+              and node.level and not node.module for alias in node.names}
+             or re.search(r"explorer\.testing|from \.+testing import", p.read_text())]
+    assert not users

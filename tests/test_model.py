@@ -14,7 +14,8 @@ import pytest
 
 import explorer
 from explorer import Store
-from explorer._src.dashboard.model.model import ROLLOUT_MAX_N, ExplorerModel
+from explorer import ExplorerModel
+from explorer.testing import ROLLOUT_MAX_N
 
 TINY = dict(problem="decay", n_states=3, horizon=5, target="loss")
 WAIT_S = 180
@@ -44,14 +45,6 @@ def _wait_until(predicate, timeout: float = WAIT_S) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-@pytest.mark.slow
-def test_importing_the_model_and_plots_does_not_import_panel():
-    code = ("import sys, explorer._src.dashboard.model.model, explorer._src.plots; "
-            "print('panel' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
 
 
 def test_first_view_is_the_shipped_example_labelled_with_its_machine(model):
@@ -227,7 +220,7 @@ def test_a_case_measured_again_keeps_its_trajectories_until_the_new_ones_arrive(
     instead of dropping its line and saying it has none; then it shows the new row's."""
     import numpy as np
 
-    from explorer._src.store.example import load_example
+    from explorer.testing import load_example
 
     frame, rollouts = load_example()
     case = frame[frame["id"].isin(list(rollouts))].iloc[0]
@@ -379,7 +372,7 @@ def test_export_html_names_no_stylesheet_or_script_to_fetch(tmp_path):
     stylesheet (on cdn.holoviz.org from a served page): the plots' export leaves it out."""
     out = tmp_path / "plots.html"
     code = ("import panel as pn, sys; pn.extension('tabulator'); "
-            "from explorer._src.store.example import load_example; import explorer.plots as p; "
+            "from explorer.testing import load_example; import explorer.plots as p; "
             "frame = load_example()[0]; "
             "open(sys.argv[1], 'wb').write(p.export_html([p.compile_time_plot(frame, "
             "problem='decay', horizon=200, target='loss')]))")
@@ -394,10 +387,10 @@ def test_default_backend_is_the_accelerator_once_the_worker_answers(tmp_path, ex
                                                                    monkeypatch):
     import concurrent.futures as cf
 
-    from explorer._src.jobs import run as _run
+    from explorer.testing import backend_jobs
 
     answer = cf.Future()
-    monkeypatch.setitem(_run._backend_jobs, executor, answer)
+    monkeypatch.setitem(backend_jobs, executor, answer)
     m = ExplorerModel(store=tmp_path / "a.sqlite", executor=executor)
     other = ExplorerModel(store=tmp_path / "b.sqlite", executor=executor)
     try:
@@ -514,7 +507,8 @@ def test_rows_that_arrive_while_the_page_is_busy_are_added_in_one_update(tmp_pat
 
 
 def test_before_inspecting_a_row_the_page_says_what_it_is_and_how_big():
-    from explorer._src.dashboard.model.programs import LARGE_EQNS, _before_inspecting
+    from explorer.testing import LARGE_EQNS
+    from explorer.testing import before_inspecting as _before_inspecting
 
     small = {"status": "ok", "jaxpr_eqns": 120, "n_states": 10}
     assert _before_inspecting(1, small) == ""
@@ -546,7 +540,7 @@ def test_compare_runs_puts_two_jax_versions_side_by_side(tmp_path, executor):
     """Rows of the same cases under two JAX versions: the Compare runs part finds both groups
     and gives the ratios b / a (rows written as another interpreter's worker would)."""
     import explorer.plots as plots  # noqa: PLC0415
-    from explorer._src.dashboard.model.model import ExplorerModel  # noqa: PLC0415
+    from explorer import ExplorerModel  # noqa: PLC0415
 
     store = explorer.Store(tmp_path / "r.sqlite")
     for version, compile_s in (("0.10.2", 1.0), ("0.12.0", 3.0)):
@@ -577,8 +571,8 @@ def test_compare_runs_puts_two_jax_versions_side_by_side(tmp_path, executor):
 
 def test_a_page_has_its_case_built_ahead_while_the_worker_is_idle(tmp_path, executor):
     """Once the worker has answered, and again when N changes, the page's case is built in the
-    idle worker (explorer._src.jobs.run.prepare): asking again finds nothing left to do."""
-    from explorer._src.jobs import run as _run
+    idle worker (explorer.testing.prepare): asking again finds nothing left to do."""
+    from explorer import testing as _run
 
     executor.submit(int, 0).result()  # idle, as a page usually finds it (else it builds nothing)
     m = ExplorerModel(store=tmp_path / "p.sqlite", executor=executor, problem="lotka_volterra",
@@ -605,7 +599,7 @@ def test_a_run_behind_a_case_being_built_ahead_says_so(tmp_path, executor):
     worker is preparing, not that the page waits in a shared queue."""
     from _support import sleep
 
-    from explorer._src.jobs import run as _run
+    from explorer import testing as _run
 
     m = ExplorerModel(store=tmp_path / "q.sqlite", executor=executor, **TINY,
                       representations=["array"])

@@ -10,11 +10,8 @@ import time
 import pytest
 
 import explorer
-from explorer._src.dashboard.model.model import ExplorerModel
-from explorer._src.dashboard.model.programs import program_cost
-from explorer._src.dashboard.model.status import progress_text
-from explorer._src.dashboard.model.submission import PROGRAM_LABEL
-from explorer._src.jobs.protocol import JobExecutor, JobPlace
+from explorer import ExplorerModel
+from explorer.testing import PROGRAM_LABEL, JobExecutor, JobPlace, program_cost, progress_text
 
 TINY = dict(problem="decay", n_states=3, horizon=5, target="loss")
 WAIT_S = 300

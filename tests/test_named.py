@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from explorer._src.core.named import NamedArray
+from explorer import NamedArray
 
 
 def make_state():

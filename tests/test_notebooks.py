@@ -160,7 +160,7 @@ def test_a_notebook_that_used_the_worker_shuts_down_without_a_traceback(tmp_path
             "                      targets=['loss'])\n"
             "print('measured', len(rows))"),
         nbformat.v4.new_code_cell(
-            "from explorer._src.jobs.worker import shared_executor\n"
+            "from explorer.testing import shared_executor\n"
             "print('shared worker', shared_executor().submit(abs, -3).result(timeout=300))"),
     ]
     source = tmp_path / "uses_worker.ipynb"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from explorer import plots as _plots
-from explorer._src.store.store import to_frame
+from explorer.testing import rows_frame as to_frame
 
 
 def _rows(reps=("dict", "array"), sizes=(1, 10, 100), target="loss", k=None, **extra):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import holoviews as hv
 import pytest
 
-from explorer._src.dashboard.model.model import ExplorerModel
-from explorer._src.dashboard.model.view import projector_title, query_flag
+from explorer import ExplorerModel
+from explorer.testing import projector_title, query_flag
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

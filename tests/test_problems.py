@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from explorer._src.core.problems import get_problem, problems
+from explorer import get_problem, problems
 
 PROBLEMS = ("decay", "oscillator", "lotka_volterra")
 

@@ -82,7 +82,7 @@ def test_diffrax_pack_trial_is_skipped_with_its_reason_where_the_repetition_is_t
         monkeypatch):
     """explorer.pack only rewrites the user's step: for a library's repetition it is not tried,
     and the solve never runs op by op."""
-    import explorer._src.diagnose.trial as trial_module
+    from explorer.testing import diagnose_trial as trial_module
 
     monkeypatch.setattr(trial_module, "rewrite", trial_module._pack_rewrite)
     monkeypatch.setattr(trial_module, "REWRITE_NAME", "explorer.pack")
@@ -97,7 +97,7 @@ def test_diffrax_pack_trial_is_skipped_with_its_reason_where_the_repetition_is_t
 
 
 def test_a_trial_past_its_budget_is_not_started(monkeypatch):
-    import explorer._src.diagnose.trial as trial_module
+    from explorer.testing import diagnose_trial as trial_module
 
     monkeypatch.setattr(trial_module, "BUDGET_S", 0.01)
     d = explorer.diagnose(jax.grad(heat_loss), jnp.float32(0.5), heat_y0(), compile=False,
@@ -108,7 +108,7 @@ def test_a_trial_past_its_budget_is_not_started(monkeypatch):
 
 @pytest.mark.slow
 def test_explorer_jit_on_a_diffrax_solve_is_checked_and_stays_within_its_budget():
-    import explorer._src.diagnose.trial as trial_module
+    from explorer.testing import diagnose_trial as trial_module
 
     d = explorer.diagnose(jax.grad(heat_loss), jnp.float32(0.5), heat_y0(), compile=False,
                           min_repeats=N + 1)
@@ -203,7 +203,7 @@ def test_eqx_filter_jit_over_an_mlp_is_measured_blamed_and_diagnosed():
 
 
 def test_held_static_leaves_compute_what_filter_jit_computes():
-    from explorer._src.core.leaves import hold_static
+    from explorer.testing import hold_static
 
     model, x, y = eqx_args()
     call, args, static = hold_static(eqx_step, (model, x, y))
@@ -253,7 +253,7 @@ def test_nnx_jit_step_is_measured_with_its_in_place_update():
     rows = d.top_lines[d.top_lines["code"].str.contains("nnx update line")]
     assert len(rows) == 1 and "optax/" in rows.iloc[0]["via"]
     # The measured program computes what the user's call does: the same updated parameters.
-    from explorer._src.core.leaves import hold_static
+    from explorer.testing import hold_static
 
     call, args, _ = hold_static(nnx_step, (model, optimizer, x, y))
     loss, state = jax.jit(call)(*args)

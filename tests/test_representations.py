@@ -6,15 +6,8 @@ import jax
 import numpy as np
 import pytest
 
-from explorer._src.core.named import NamedArray
-from explorer._src.core.problems import get_problem
-from explorer._src.core.representations import (
-    MAX_HORIZON,
-    MAX_N_STATES,
-    REPRESENTATIONS,
-    build_case,
-    representations,
-)
+from explorer import NamedArray, build_case, get_problem, representations
+from explorer.testing import MAX_HORIZON, MAX_N_STATES, REPRESENTATIONS
 
 PROBLEMS = ("decay", "oscillator", "lotka_volterra")
 N, HORIZON = 3, 12

@@ -17,8 +17,8 @@ import pytest
 from _support import CPU_ENV
 
 import explorer
-from explorer._src.jobs.run import run_one
-from explorer._src.core.spec import Spec
+from explorer import Spec
+from explorer.testing import run_one
 
 # A measurement small enough to be quick, big enough to have real figures.
 SMALL = Spec("decay", "named", 3, 8, "grad")
@@ -149,13 +149,12 @@ def test_out_of_memory_marks_row_oom_and_replaces_worker(executor, tmp_path):
         ex.shutdown()
 
 
-# -- a case built ahead (explorer._src.jobs.run.prepare) ------------------------------------------------
+# -- a case built ahead (explorer.testing.prepare) ------------------------------------------------
 def _observed_cache() -> tuple[int, int]:
     """In the worker: hits and size of the cache of simulated observations."""
-    from explorer._src.core.problems import _observed
+    from explorer.testing import observed_cache_info
 
-    info = _observed.cache_info()
-    return info.hits, info.currsize
+    return observed_cache_info()
 
 
 _FIGURES = ("jaxpr_eqns", "jaxpr_eqns_top", "n_leaves", "hlo_pre_bytes", "hlo_post_bytes",
@@ -166,7 +165,7 @@ _FIGURES = ("jaxpr_eqns", "jaxpr_eqns_top", "n_leaves", "hlo_pre_bytes", "hlo_po
 def test_a_prepared_case_is_built_once_and_measures_the_same_figures():
     """A case built ahead in an idle worker: the Run's build takes the prepared observations, its
     compiles are cold, and every figure is the one a worker that prepared nothing gives."""
-    from explorer._src.jobs import run as _run
+    from explorer import testing as _run
 
     spec = Spec("oscillator", "dict", 12, 9, "grad")  # a size no other test builds
     prepared = explorer.WorkerExecutor(timeout=120, env=dict(CPU_ENV))
@@ -196,7 +195,7 @@ def test_prepare_builds_only_in_an_idle_local_worker(executor):
 
     from _support import sleep
 
-    from explorer._src.jobs import run as _run
+    from explorer import testing as _run
 
     small = Spec("decay", "array", 13, 7, "loss")
     with cf.ThreadPoolExecutor(1) as pool:  # a Dask cluster or any other executor: never
@@ -216,7 +215,7 @@ def test_prepare_builds_only_in_an_idle_local_worker(executor):
 
 
 def test_prepare_leaves_a_users_problem_alone(executor):
-    from explorer._src.jobs import run as _run
+    from explorer import testing as _run
 
     problem = explorer.define_problem(
         "prepare_test", lambda s, p: {k: 0.9 * v + p["k" + k[1:]] for k, v in s.items()},

@@ -15,7 +15,7 @@ import pytest
 from _support import ROOT, cli_in_process, digest, one_line
 
 import explorer
-from explorer._src.store.store import COLUMNS
+from explorer import COLUMNS
 
 
 def test_export_csv_and_parquet_round_trip(tmp_path, executor):
@@ -134,8 +134,8 @@ def test_the_store_imports_no_jax():
     import ast
     import dataclasses
 
-    from explorer._src.core.measure import Measurement
-    from explorer._src.store.store import COLUMNS, MEASUREMENT_COLUMNS
+    from explorer import COLUMNS, Measurement
+    from explorer.testing import MEASUREMENT_COLUMNS
 
     imported = set()
     modules = sorted((ROOT / "explorer" / "_src" / "store").glob("*.py"))

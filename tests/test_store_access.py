@@ -19,7 +19,7 @@ import pytest
 from _support import ROOT, cli_in_process, digest, one_line
 
 import explorer
-from explorer._src.store.schema import SCHEMA_VERSION
+from explorer.testing import SCHEMA_VERSION
 
 NOBODY = 65534
 # What lets root read and write any file: without these a process is held to file modes.
@@ -91,7 +91,7 @@ def _env() -> dict:
 
 
 def _cli(prefix: list[str], *argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*prefix, sys.executable, "-m", "explorer._src.cli", *argv],
+    return subprocess.run([*prefix, sys.executable, "-m", "explorer", *argv],
                           capture_output=True, text=True, timeout=300, cwd=cwd, env=_env())
 
 

@@ -19,7 +19,8 @@ import pytest
 from _support import ROOT, cli_in_process, digest, one_line
 
 import explorer
-from explorer._src.store.store import RowPending, StoreWarning, _append_line
+from explorer import RowPending, StoreWarning
+from explorer.testing import append_line as _append_line
 
 # Holds BEGIN EXCLUSIVE on the store (its own process, its own SQLite connection) until a line
 # arrives on stdin.
@@ -35,7 +36,7 @@ con.execute("ROLLBACK")
 # Marks a sweep of its own process as running in the store, until a line arrives on stdin.
 SWEEPER = """
 import sys
-from explorer._src.store.store import Store
+from explorer import Store
 with Store(sys.argv[1]).sweeping("other-run"):
     print("running", flush=True)
     sys.stdin.readline()
@@ -153,14 +154,11 @@ def test_merging_twice_stores_each_row_once(tmp_path, holder):
     assert not store.pending_path.exists()
 
 
-# Merges the side file of the store argv[1], loading the store's modules alone, not the package
-# (no JAX: ready in a moment, so a kill lands during the merge).
+# Merges the side file of the store argv[1] (``explorer.Store`` imports no JAX: ready in a
+# moment, so a kill lands during the merge).
 MERGER = """
-import sys, types, warnings
-package = types.ModuleType("explorer")
-package.__path__ = [sys.argv[2]]
-sys.modules["explorer"] = package
-from explorer._src.store.store import Store
+import sys, warnings
+from explorer import Store
 warnings.simplefilter("ignore")
 store = Store(sys.argv[1])
 print("ready", flush=True)
@@ -257,7 +255,7 @@ def test_the_cli_sweep_under_a_held_lock_keeps_its_rows(tmp_path, holder, capsys
 
 
 def test_the_dashboard_keeps_a_row_finished_under_a_held_lock(tmp_path, holder, executor):
-    from explorer._src.dashboard.model.model import ExplorerModel  # noqa: PLC0415
+    from explorer import ExplorerModel  # noqa: PLC0415
 
     path = tmp_path / "r.sqlite"
     _store(path, rows=1)
@@ -333,7 +331,7 @@ def test_pending_lines_are_json_one_row_each(tmp_path, holder):
 def test_a_page_measuring_while_another_sweep_runs_here_says_so(tmp_path, executor):
     """The dashboard marks its runs like any sweep: it warns when a sweep of another process
     measures into the same store on this host, and a CLI sweep sees the page's run."""
-    from explorer._src.dashboard.model.model import ExplorerModel  # noqa: PLC0415
+    from explorer import ExplorerModel  # noqa: PLC0415
 
     path = tmp_path / "r.sqlite"
     _store(path, rows=1)

@@ -13,7 +13,7 @@ from _support import pid as _pid
 from _support import sleep as _sleep
 
 import explorer
-from explorer._src.store.store import COLUMNS
+from explorer import COLUMNS
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ import pytest
 from _support import CPU_ENV, ROOT, cli_in_process, one_line
 
 import explorer
-from explorer._src.core.user_problems import GUESS_OFFSET
+from explorer.testing import GUESS_OFFSET
 
 N, HORIZON = 4, 15
 
@@ -63,7 +63,7 @@ def tanks(**forms):
 @pytest.mark.slow
 def test_every_derived_representation_matches_dict():
     prob = tanks(step_grouped=step_grouped, step_vector=step_vector)
-    assert prob.representation_names == explorer._src.core.representations.REPRESENTATIONS
+    assert prob.representation_names == explorer.testing.REPRESENTATIONS
     ref = explorer.build_case(prob, "dict", N, HORIZON)
     loss, grad = ref.evaluate()
     assert loss > 0 and np.abs(grad).max() > 0          # the guess differs from the truth
@@ -194,7 +194,7 @@ def test_problem_defined_in_a_script_sweeps_and_resumes(tmp_path):
     assert len(set(rows)) == 1 and len(rows) == 4
     assert rows[0][0] == "script_decay" and rows[0][1].startswith(f"{script}:step@")
     # the CLI finds the same problem as MODULE:ATTR and resumes from the script's rows
-    done = subprocess.run([sys.executable, "-m", "explorer._src.cli", "sweep", "--problem",
+    done = subprocess.run([sys.executable, "-m", "explorer", "sweep", "--problem",
                            "my_problem:prob", "-r", "dict,packed", "-n", "2,3", "--horizons",
                            "5", "--targets", "loss", "--store", str(db), "-q"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
@@ -228,7 +228,7 @@ BAD_KEYS = explorer.define_problem("tanks_bad_keys", lambda s, p: {"only": 1.0},
 
 
 def test_dashboard_menu_lists_a_defined_problem_and_measures_it(tmp_path, executor):
-    from explorer._src.dashboard.model.model import ExplorerModel  # noqa: PLC0415 - Panel only for this test
+    from explorer import ExplorerModel  # noqa: PLC0415 - Panel only for this test
 
     prob = explorer.define_problem("tanks_page", step, state, params)
     m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor, problem="tanks_page",
@@ -260,7 +260,7 @@ def test_served_page_lists_a_problem_named_at_the_terminal(tmp_path, page, free_
     url = f"http://127.0.0.1:{free_port}/explorer_app"
     env = {**os.environ, **CPU_ENV, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
            "PYTREE_EXPLORER_DB": str(tmp_path / "r.sqlite")}
-    proc = subprocess.Popen([sys.executable, "-m", "explorer._src.cli", "serve", "--problem",
+    proc = subprocess.Popen([sys.executable, "-m", "explorer", "serve", "--problem",
                              "test_user_problem:TANKS", "--port", str(free_port)],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer._src.util.userref import load
+from explorer.testing import load_user_reference as load
 
 
 def _write(folder, name, text):

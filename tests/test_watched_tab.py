@@ -19,11 +19,11 @@ import pytest
 from _support import CPU_ENV, ROOT
 
 import explorer
-from explorer._src.dashboard.model.model import ExplorerModel
-from explorer._src.dashboard.model.watched import WatchedPrograms
-from explorer._src.store.store import Store
-from explorer._src.store.watched import load
-from explorer._src.watch.storage import save
+from explorer import ExplorerModel
+from explorer import Store
+from explorer.testing import WatchedPrograms
+from explorer.testing import load_watched as load
+from explorer.testing import save_watched as save
 
 N = 60
 

@@ -55,7 +55,7 @@ def test_a_users_script_runs_once_and_its_rerun_resumes(tmp_path):
 def _sweep_cli(store, *extra: str) -> subprocess.Popen:
     # Big enough that a case is still compiling when the signal comes.
     return subprocess.Popen(
-        [sys.executable, "-m", "explorer._src.cli", "sweep", "-r", "dict", "-n", "2,1500,1600",
+        [sys.executable, "-m", "explorer", "sweep", "-r", "dict", "-n", "2,1500,1600",
          "--horizons", "200", "--targets", "grad", "--quiet", *extra],
         cwd=ROOT, env=_env(store), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)
@@ -106,7 +106,7 @@ def test_interrupt_stops_the_sweep_kills_the_job_and_stores_no_false_row(tmp_pat
 # drops it.
 _INTERRUPT_IN_GC = """
 import gc, os, signal, sys, threading, time
-from explorer._src.cli import main
+from explorer.cli import main
 
 armed = []
 

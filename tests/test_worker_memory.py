@@ -11,46 +11,43 @@ import pytest
 from _support import cli_in_process, one_line
 
 import explorer
-from explorer._src.jobs import worker as _worker
-from explorer._src.dashboard.page import settings_from_environment
+from explorer import testing
+from explorer.testing import settings_from_environment
 
 GIB = 2**30
 
 
 @pytest.fixture
-def fresh_shared_worker(monkeypatch):
+def fresh_shared_worker():
     """The process-wide worker as a new server process has it: not started, no limit."""
-    monkeypatch.setattr(_worker, "_shared", None)
-    monkeypatch.setattr(_worker, "_shared_memory_limit", None)
-    yield
-    if _worker._shared is not None:
-        _worker._shared.shutdown()
+    with testing.fresh_shared_worker():
+        yield
 
 
 @pytest.mark.parametrize("text, expected", [(None, None), ("", None), (" ", None), ("2", 2 * GIB),
                                             ("4.5", int(4.5 * GIB)), (16, 16 * GIB)])
 def test_a_limit_in_gib(text, expected):
-    assert _worker.memory_limit_bytes(text) == expected
+    assert testing.memory_limit_bytes(text) == expected
 
 
 @pytest.mark.parametrize("text", ["1.5", "0", "-4", "lots", "nan", "inf", "4GiB"])
 def test_a_bad_limit_is_one_line(text):
     with pytest.raises(ValueError) as err:
-        _worker.memory_limit_bytes(text, what="worker-memory")
+        testing.memory_limit_bytes(text, what="worker-memory")
     assert one_line(str(err.value)).startswith("worker-memory must be")
     assert repr(text) in str(err.value)
 
 
 def test_the_shared_worker_takes_the_limit_set_before_it_starts(fresh_shared_worker):
-    _worker.limit_shared_worker(3 * GIB)
-    _worker.limit_shared_worker(3 * GIB)  # every page of an app sets it again: the same
-    executor = _worker.shared_executor()
+    testing.limit_shared_worker(3 * GIB)
+    testing.limit_shared_worker(3 * GIB)  # every page of an app sets it again: the same
+    executor = testing.shared_executor()
     assert executor.memory_limit_bytes == 3 * GIB
-    assert _worker.shared_executor() is executor
+    assert testing.shared_executor() is executor
     with pytest.raises(ValueError, match="already runs with another memory limit"):
-        _worker.limit_shared_worker(5 * GIB)
+        testing.limit_shared_worker(5 * GIB)
     with pytest.raises(ValueError, match="already runs with another memory limit"):
-        _worker.limit_shared_worker(None)
+        testing.limit_shared_worker(None)
     assert executor.memory_limit_bytes == 3 * GIB
 
 
@@ -73,7 +70,7 @@ def test_serve_refuses_a_bad_limit_in_one_line(argv, words, capsys, fresh_shared
     code, err = cli_in_process(argv, capsys)
     assert code == 2
     assert words in one_line(err)
-    assert _worker._shared is None  # nothing started
+    assert testing.started_shared_worker() is None  # nothing started
 
 
 def test_a_limit_is_only_for_the_shared_worker(fresh_shared_worker, tmp_path):
@@ -83,7 +80,7 @@ def test_a_limit_is_only_for_the_shared_worker(fresh_shared_worker, tmp_path):
             explorer.dashboard(worker_memory_gib=4, executor=own, store=tmp_path / "s.sqlite")
     finally:
         own.shutdown()
-    assert _worker._shared is None  # nothing started
+    assert testing.started_shared_worker() is None  # nothing started
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux")
@@ -97,7 +94,7 @@ def test_a_case_over_the_limit_is_out_of_memory_and_the_next_is_measured(fresh_s
                               target="loss")
     m = view.model
     try:
-        assert m.jobs.executor is _worker.shared_executor()
+        assert m.jobs.executor is testing.shared_executor()
         assert m.jobs.executor.memory_limit_bytes == 4 * GIB
         assert m.run() and m.wait(300)
         assert m.session.alert_kind == "danger"
@@ -171,11 +168,11 @@ def test_every_out_of_memory_form_is_oom():
     for kind in ("xla", "enomem", "bad_alloc"):
         with pytest.raises(Exception) as err:
             _memory_jobs.raise_like(kind)
-        assert _worker.out_of_memory(err.value), kind
-    assert _worker.out_of_memory(MemoryError())
+        assert testing.out_of_memory(err.value), kind
+    assert testing.out_of_memory(MemoryError())
     with pytest.raises(ValueError) as err:
         _memory_jobs.raise_like("other")
-    assert not _worker.out_of_memory(err.value)
+    assert not testing.out_of_memory(err.value)
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from _support import CPU_ENV, ROOT, cli_in_process, digest, free_port, one_line,
 
 import explorer
 from explorer.cli import main
+from explorer.testing import STORE_ENV_VAR
 
 
 def _cli(*args, env=None):

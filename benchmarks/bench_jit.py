@@ -11,16 +11,24 @@ Cases (horizon 200 by default):
   the ``dict`` representation's loss (a per-name step in a ``lax.scan``) through
   ``explorer.jit``, against ``jax.jit`` of the ``array`` representation. (The discussion's
   array program sums ``predictions - states``, not their squares: a smaller program.)
+- ``mixed``: a state that mixes shapes, a body's angle (a scalar) and position (a 3-vector)
+  per name, with a gain (a scalar) and a velocity (a 3-vector) per name as parameters; the
+  per-name loss (a ``lax.scan`` inside, the sum of squared errors over every leaf) through
+  ``explorer.jit``, against ``jax.jit`` of the same loss written as a user would with arrays:
+  angles ``(T, N)`` and positions ``(T, N, 3)``, gains ``(N,)`` and velocities ``(N, 3)``.
 
 Each round clears JAX's caches and measures the two interleaved (A B A B ...): explorer.jit's
 trace of ``fun`` (what ``jax.jit`` pays too), its packing (beyond that trace), lowering and XLA
 compile of the packed program, its StableHLO bytes and its run on stacked arrays (median of
 several calls) and a whole call (stack, run, unstack); the same stages for the array program;
 and one cold ``jax.make_jaxpr`` of ``fun`` (the yardstick of the packing time). Then the packed
-program's equation count at several N. Writes ``benchmarks/bench_jit.json``.
+program's equation count at several N. Writes ``benchmarks/bench_jit.json`` (``--out``),
+replacing the rows of the cases and targets measured and keeping the others, each row with the
+machine it was measured on.
 
     python benchmarks/bench_jit.py [--n 1000] [--horizon 200] [--rounds 3]
-        [--cases 4667,decay,oscillator,lotka_volterra] [--sizes 10,100,1000,3000] [--out FILE.json]
+        [--cases 4667,decay,oscillator,lotka_volterra,mixed] [--targets loss,grad]
+        [--sizes 10,100,1000,3000] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import operator
 import pathlib
 import statistics
 import sys
@@ -96,6 +105,65 @@ def _case_4667(n, horizon, target):
             (array_loss, (array_dyn, jnp.asarray(obs), jnp.ones(n, jnp.float32)), 0))
 
 
+# -- mixed shapes: per name, a body's angle (a scalar) and position (a 3-vector) ------------
+
+_DT = 0.05
+
+
+def _programs_mixed():
+    """The per-name loss and its array yardstick (fresh function objects each time)."""
+
+    def mixed_loss(obs, params):
+        def step(state, _):
+            new = {k: {"angle": s["angle"] - _DT * params[k]["gain"] * jnp.sin(s["angle"]),
+                       "position": s["position"]
+                       + _DT * jnp.cos(s["angle"]) * params[k]["velocity"]}
+                   for k, s in state.items()}
+            return new, state
+        horizon = jax.tree_util.tree_leaves(obs)[0].shape[0]
+        init = jax.tree_util.tree_map(lambda o: o[0], obs)
+        predictions = lax.scan(step, init, None, length=horizon)[1]
+        errors = jax.tree_util.tree_map(lambda o, y: jnp.sum((o - y) ** 2), obs, predictions)
+        return jax.tree_util.tree_reduce(operator.add, errors)
+
+    def array_loss(angles, positions, gains, velocities):
+        def step(state, _):
+            angle, position = state
+            return (angle - _DT * gains * jnp.sin(angle),
+                    position + _DT * jnp.cos(angle)[:, None] * velocities), state
+        pred_angles, pred_positions = lax.scan(step, (angles[0], positions[0]), None,
+                                               length=angles.shape[0])[1]
+        return (jnp.sum((angles - pred_angles) ** 2)
+                + jnp.sum((positions - pred_positions) ** 2))
+
+    return mixed_loss, array_loss
+
+
+def _mixed_data(n, horizon, seed=0):
+    """``(obs, params)`` as dicts of per-name dicts, and the same numbers as four arrays."""
+    rng = np.random.default_rng(seed)
+    angles = rng.normal(scale=0.5, size=(horizon, n)).astype(np.float32)
+    positions = rng.normal(size=(horizon, n, 3)).astype(np.float32)
+    gains = rng.uniform(0.5, 1.5, size=n).astype(np.float32)
+    velocities = rng.normal(size=(n, 3)).astype(np.float32)
+    names = ["body_" + str(i) for i in range(n)]
+    obs = {k: {"angle": jnp.asarray(angles[:, i]), "position": jnp.asarray(positions[:, i])}
+           for i, k in enumerate(names)}
+    params = {k: {"gain": jnp.asarray(gains[i]), "velocity": jnp.asarray(velocities[i])}
+              for i, k in enumerate(names)}
+    arrays = tuple(map(jnp.asarray, (angles, positions, gains, velocities)))
+    return obs, params, arrays
+
+
+def _case_mixed(n, horizon, target):
+    loss, array_loss = _programs_mixed()
+    obs, params, arrays = _mixed_data(n, horizon)
+    if target == "grad":
+        loss = jax.grad(loss, argnums=1)
+        array_loss = jax.grad(array_loss, argnums=(2, 3))
+    return (loss, (obs, params), ()), (array_loss, arrays, ())
+
+
 def _case_problem(name, n, horizon, target):
     dict_case = explorer.build_case(name, "dict", n, horizon)
     array_case = explorer.build_case(name, "array", n, horizon)
@@ -106,6 +174,8 @@ def _case_problem(name, n, horizon, target):
 def _case(name, n, horizon, target):
     if name == "4667":
         return _case_4667(n, horizon, target)
+    if name == "mixed":
+        return _case_mixed(n, horizon, target)
     return _case_problem(name, n, horizon, target)
 
 
@@ -177,7 +247,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--horizon", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--cases", default="4667,decay,oscillator,lotka_volterra")
+    ap.add_argument("--cases", default="4667,decay,oscillator,lotka_volterra,mixed")
     ap.add_argument("--targets", default="loss,grad")
     ap.add_argument("--sizes", default="10,100,1000,3000")
     ap.add_argument("--out", type=pathlib.Path, default=HERE / "bench_jit.json")
@@ -220,8 +290,23 @@ def main() -> None:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    a.out.write_text(json.dumps({"machine": machine_info(), "rows": rows}, indent=1))
+    machine = machine_info()
+    for row in rows:
+        row["machine"] = machine
+    a.out.write_text(json.dumps({"machine": machine, "rows": _merged(a.out, rows)}, indent=1))
     print(f"wrote {a.out}")
+
+
+def _merged(out: pathlib.Path, rows: list) -> list:
+    """``rows`` in place of the same (case, target) rows of ``out``'s earlier runs, which are
+    kept with the machine they were measured on: a run of some cases updates only those."""
+    if not out.exists():
+        return rows
+    earlier = json.loads(out.read_text())
+    new = {(r["case"], r["target"]) for r in rows}
+    kept = [dict(r, machine=r.get("machine", earlier.get("machine"))) for r in earlier["rows"]
+            if (r["case"], r["target"]) not in new]
+    return kept + rows
 
 
 if __name__ == "__main__":

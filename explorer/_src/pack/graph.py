@@ -220,7 +220,20 @@ class Graph:
         shape = tuple(aval.shape)
         size = int(math.prod(shape))
         bx, by = _base(x), _base(y)
-        if (int(math.prod(x.shape)) == size == int(math.prod(y.shape))
+        same_size = int(math.prod(x.shape)) == size == int(math.prod(y.shape))
+        if same_size and not isinstance(bx, Sum) and not isinstance(by, Sum):
+            # A chain of adds that meets a formula again sums over names, each name adding
+            # terms of several formulas (a loss over angles and positions: angle_0 +
+            # position_0 + angle_1 + ...): one Sum of all its terms.
+            for chain, term in ((bx, y), (by, x)):
+                terms = _add_chain(chain, size)
+                if terms is not None and _base(term).sig in {_base(t).sig for t in terms}:
+                    node = None
+                    for t in terms + [term]:
+                        node = self._sum(node, self.reshape(t, shape), shape, aval.dtype)
+                        node.eqn = eqn
+                    return node
+        if (same_size
                 and (isinstance(bx, Sum) or isinstance(by, Sum) or bx.sig == by.sig
                      or _zero(bx) or _zero(by))):   # Python's sum() starts at 0
             if isinstance(by, Sum) and by.shape == shape and not (
@@ -325,6 +338,8 @@ class Graph:
                 below = (node.operand,)
             elif isinstance(node, Sum):
                 below = (node.term,)
+            elif isinstance(node, Out) and node.cls is not None:   # a loop's: its body's
+                below = (_body_output(node),)
             elif isinstance(node, Out):
                 below = (node.parent,)
             else:
@@ -338,8 +353,10 @@ class Graph:
 
     def _classes(self, scope, roles, avals, operands=None) -> list[tuple[str, list[int]]]:
         """Input classes of a body: positions grouped by role, shape and dtype; with
-        ``operands``, each class's lanes in the natural order of the leaves they come from
-        (``x_2`` before ``x_10``), so that a body reading neighbours reads slices."""
+        ``operands``, each class's lanes grouped by the formula of the value they hold (a
+        transposed scan's cotangents, then the states kept for it), each group in the order
+        of the vector it comes from (a loop's output, an input) or else in the natural order
+        of the leaves (``x_2`` before ``x_10``): a body reads slices, neighbours included."""
         found: dict[tuple, list[int]] = {}
         for pos, (role, aval) in enumerate(zip(roles, avals)):
             found.setdefault((role, tuple(aval.shape), np.dtype(aval.dtype).str), []).append(pos)
@@ -347,11 +364,25 @@ class Graph:
         if operands is not None:
             for role, positions in classes:
                 if role != "index" and len(positions) > 1:
-                    keys = [self.origin(operands[p]) for p in positions]
-                    if all(k is not None for k in keys):
+                    keys = self._class_keys([operands[p] for p in positions])
+                    if keys is not None:
                         order = sorted(range(len(positions)), key=lambda i: keys[i])
                         positions[:] = [positions[i] for i in order]
         return classes
+
+    def _class_keys(self, nodes) -> list | None:
+        """Per node, ``(formula, place)``: formulas in order of first appearance; the place is
+        the node's lane when it is a lane of a vector (an input, a loop's output), else the
+        natural key of its leaf. ``None`` if some node has neither."""
+        rank: dict[int, int] = {}
+        keys = []
+        for node in nodes:
+            lane = node.lane if isinstance(node, (In, Out)) else None
+            place = lane if lane is not None else self.origin(node)
+            if place is None:
+                return None
+            keys.append((rank.setdefault(node.sig, len(rank)), place))
+        return keys
 
     def _order_unkeyed_carries(self, scope, classes, offset: int) -> None:
         """Lanes of a carry that starts from constants (a transposed scan's cotangents) in
@@ -399,12 +430,16 @@ class Graph:
         return args
 
     def _region(self, kind, eqn, operands, scopes, in_classes, out_roles, out_avals,
-                carry_offset=None) -> list[Out]:
+                carry_offset=None, alias=None) -> list[Out]:
+        """``alias``: output position -> an earlier position that is the same value (a scan's
+        ``ys`` that its body returns twice: one lane, read twice outside)."""
+        alias = alias or {}
         region = Region(self.sig(("region", next(_uids))), (), np.float32)
         region.kind, region.eqn, region.operands = kind, eqn, operands
         region.scopes, region.in_classes = scopes, in_classes
         outputs = scopes[0].outputs if kind in ("scan", "cond") else None
         out_classes = self._classes(None, out_roles, out_avals, outputs)
+        out_classes = [(role, [p for p in pos if p not in alias]) for role, pos in out_classes]
         if carry_offset is not None:     # the carry goes out in the lane order it came in
             carried = [("carry", [p - carry_offset for p in pos])
                        for role, pos in in_classes if role == "carry"]
@@ -412,7 +447,7 @@ class Graph:
         region.out_classes = out_classes
         order = [p for _, positions in out_classes for p in positions]
         for scope in scopes:
-            if len(scope.outputs) == len(order):
+            if len(scope.outputs) == len(order) + len(alias):
                 scope.out_order = order
         self.regions.append(region)
         outs: list[Out | None] = [None] * len(eqn.outvars)
@@ -423,6 +458,8 @@ class Graph:
                 node = Out(sig, var.aval.shape, var.aval.dtype)
                 node.parent, node.index, node.cls, node.lane = region, pos, cls, lane
                 outs[pos] = node
+        for pos, first in alias.items():
+            outs[pos] = outs[first]
         return outs
 
     def _scan(self, eqn, operands):
@@ -435,14 +472,33 @@ class Graph:
         avals = [v.aval for v in body.jaxpr.invars]
         roles = ["const"] * nc + ["carry"] * nk + ["xs"] * (len(avals) - nc - nk)
         scope = Scope("scan body")
-        classes = self._classes(scope, roles, avals, operands)
+        # A value passed twice as a constant or as ``xs`` (a state the forward scan returned
+        # once and its gradient keeps twice) is one lane: the body reads it where it reads
+        # the first.
+        again, seen = {}, {}
+        for pos, role in enumerate(roles):
+            if role != "carry":
+                first = seen.setdefault((role, operands[pos].uid), pos)
+                if first != pos:
+                    again[pos] = first
+        classes = [(role, [p for p in pos if p not in again])
+                   for role, pos in self._classes(scope, roles, avals, operands)]
         args = self._body_inputs(scope, classes, avals, operands)
+        for pos, first in again.items():
+            args[pos] = args[first]
         scope.outputs = self.inline(body.jaxpr, body.consts, args, scope)
         self._order_unkeyed_carries(scope, classes, nc)
         out_avals = [v.aval for v in body.jaxpr.outvars]
         out_roles = ["carry"] * nk + ["ys"] * (len(out_avals) - nk)
+        # A value the body returns twice as ``ys`` (the states it returns, and the same states
+        # kept for the gradient) is one lane: the outside reads it where it reads the first.
+        alias, seen = {}, {}
+        for pos in range(nk, len(out_avals)):
+            first = seen.setdefault(scope.outputs[pos].uid, pos)
+            if first != pos:
+                alias[pos] = first
         return self._region("scan", eqn, operands, [scope], classes, out_roles, out_avals,
-                            carry_offset=nc)
+                            carry_offset=nc, alias=alias)
 
     def _while(self, eqn, operands):
         p = eqn.params
@@ -480,6 +536,38 @@ class Graph:
         out_avals = [v.aval for v in branches[0].jaxpr.outvars]
         return self._region("cond", eqn, operands, scopes, classes, ["out"] * len(out_avals),
                             out_avals)
+
+
+def _body_output(out: Out) -> Node:
+    """The body's value behind output ``out`` of a region (a while loop's body is its second
+    scope; a cond's first branch stands for the others)."""
+    region = out.parent
+    return region.scopes[1 if region.kind == "while" else 0].outputs[out.index]
+
+
+_CHAIN = 16
+
+
+def _add_chain(node: Node, size: int) -> list[Node] | None:
+    """The terms of ``node`` if it is a short chain of plain adds of values of ``size``
+    elements (at most ``_CHAIN`` terms), else ``None``."""
+    if not (isinstance(node, Op) and node.eqn.primitive.name in _ADD
+            and len(node.operands) == 2):
+        return None
+    terms: list[Node] = []
+    stack = [node]
+    while stack:
+        n = _base(stack.pop())
+        if (isinstance(n, Op) and n.eqn.primitive.name in _ADD and len(n.operands) == 2
+                and all(int(math.prod(o.shape)) == size for o in n.operands)):
+            stack += [n.operands[1], n.operands[0]]
+        elif isinstance(n, Sum):
+            return None
+        else:
+            terms.append(n)
+        if len(terms) + len(stack) > _CHAIN:
+            return None
+    return terms
 
 
 def _zero(node: Node) -> bool:

@@ -9,8 +9,9 @@ operands in every pack its other members read).
 
 Lay out: each pack's lane order is chosen so that reads are whole vectors where possible:
 packs that feed a scope's outputs take the outputs' order, then each pack passes its order on
-to the packs it reads (in reverse topological order). Input packs and region outputs keep
-their lane order.
+to the packs it reads (in reverse topological order); a pack read by several takes their
+orders one after the other (two formulas reading its halves read a slice each). Input packs
+and region outputs keep their lane order.
 """
 
 from __future__ import annotations
@@ -184,11 +185,19 @@ def _lay_out(packs: list[Pack], outputs: list[Node]) -> None:
         for node in pack.members:
             index[node.uid] = p
     done = [_fixed(pack) for pack in packs]
+    # Per pack, the lanes its readers want, in the order they want them. Every reader of a
+    # pack comes after it, so when the walk below reaches a pack all its claims are in: its
+    # order is their concatenation (a pack read in halves by two formulas serves each a
+    # slice), then the lanes no one claimed.
+    claims: dict[int, list[Node]] = {}
 
     def adopt(p: int, wanted: list[Node]) -> None:
+        claims.setdefault(p, []).extend(wanted)
+
+    def settle(p: int) -> None:
         members = packs[p].members
         seen, front = set(), []
-        for node in wanted:
+        for node in claims.pop(p):
             if node.uid not in seen and index.get(node.uid) == p:
                 seen.add(node.uid)
                 front.append(node)
@@ -204,6 +213,8 @@ def _lay_out(packs: list[Pack], outputs: list[Node]) -> None:
         if not done[p]:
             adopt(p, wanted)
     for p in range(len(packs) - 1, -1, -1):
+        if p in claims and not done[p]:
+            settle(p)
         members = packs[p].members
         first = members[0]
         if isinstance(first, Region):       # each input class is read whole, in lane order

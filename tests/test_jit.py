@@ -11,7 +11,7 @@ import pytest
 from jax import lax
 
 import explorer
-from explorer._src.pack.emit import _MAX_RUNS as MAX_RUNS
+from explorer.testing import MAX_RUNS
 
 
 def _close(got, want, rtol=1e-5, atol=1e-5):
@@ -460,7 +460,7 @@ def test_neighbour_reads_are_slices_and_the_program_stays_array_sized(name):
     """The oscillator's masses read their neighbours (lanes 1..N-1, then lane 0): a few
     slices, not a gather with an index array of N lanes baked into the program, whose
     StableHLO grew with N (2.5x the array program's at N=30, 6.2x at N=300)."""
-    from explorer._src.core.representations import build_case
+    from explorer import build_case
 
     ratios = []
     for n in (30, 300):
@@ -482,7 +482,7 @@ def test_the_gradient_programs_read_slices_and_stay_array_sized(name):
     cotangents and the states kept for it as slices (its xs and carries grouped by formula,
     the states returned twice kept once), not gathers whose index arrays of N lanes made the
     StableHLO 21x (oscillator) and 12.8x (Lotka-Volterra) the array program's at N=1000."""
-    from explorer._src.core.representations import build_case
+    from explorer import build_case
 
     ratios = []
     for n in (30, 300):

@@ -426,6 +426,39 @@ def test_an_equinox_filter_jit_step_is_charged_to_its_definition():
     assert rec.where == _line_of(forward)
 
 
+def test_an_equinox_filter_jit_recompile_names_the_users_argument():
+    """JAX explains equinox's own arguments (``dynamic_nodonate['rest'][0]``); the reason
+    names the user's parameter, and the path into it."""
+    eqx = pytest.importorskip("equinox")
+
+    class Affine(eqx.Module):
+        w: jax.Array
+
+    @eqx.filter_jit
+    def scaled(x, scale=2.0):
+        return x * scale
+
+    @eqx.filter_jit
+    def apply(model, x):
+        return model.w.sum() * x
+
+    with explorer.watch(findings=False) as w:
+        scaled(jnp.ones(3))
+        scaled(jnp.ones(4))
+        scaled(jnp.ones(4), scale=3.0)
+        apply(Affine(jnp.ones(2)), jnp.ones(2))
+        apply(Affine(jnp.ones(3)), jnp.ones(2))
+    by = {}
+    for r in w.compiles:
+        by.setdefault(r.name, []).append(r)
+    assert [r.reason for r in by["scaled"]] == [
+        None, "shape changed: x is f32[4], was f32[3]",
+        "static argument changed: scale is 3.0, was 2.0"]
+    assert [r.reason for r in by["apply"]] == [None, "shape changed: model.w is f32[3], was f32[2]"]
+    assert {r.where for r in by["scaled"]} == {_line_of(scaled)}
+    assert not any("dynamic_nodonate" in (r.reason or "") for r in w.compiles)
+
+
 # -- the private route, and what it waits on ------------------------------------------------
 def test_compat_reads_the_trace_and_the_lowering():
     """Fails when JAX moves what ``compat.jit_trace_in_progress`` and

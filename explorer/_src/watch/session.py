@@ -8,12 +8,13 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .record import FIELDS, CompileRecord
 from .watcher import HUB, Raw, build_record, hlo_chars, recompile_reason
+
+if TYPE_CHECKING:  # pandas is imported when a frame is asked for, not in the program's time
+    import pandas as pd
 
 DEFAULT_TOP = 0.10  # findings for the functions over this share of the total compile time
 
@@ -46,7 +47,8 @@ class Watch:
         self.notes: list[str] = []
         self._lock = threading.Lock()
         self._raws: list[Raw] = []
-        self._reasons: list[str | None] = []
+        self._previous: list[Raw | None] = []  # the same function's compile before each
+        self._records: tuple[CompileRecord, ...] | None = None  # once closed
         self._last: dict[tuple[str, str], Raw] = {}
         self._calls: dict[tuple[str, str], tuple[float, Any]] = {}
         self._hlo: dict[str, tuple[int | None, int | None]] = {}
@@ -92,16 +94,18 @@ class Watch:
         with self._lock:
             if self._state != "open":
                 return
-            self._reasons.append(recompile_reason(raw, self._last.get(key)))
+            if raw.call is not None:
+                if self.findings_wanted:
+                    seconds = raw.compile_s or 0.0
+                    if key not in self._calls or seconds > self._calls[key][0]:
+                        self._calls[key] = (seconds, raw.call)  # the slowest compile's call
+                # The call (the program's arguments) is held once, in _calls, until the
+                # findings are made; the records keep none (another watch may be fed the
+                # same raw).
+                raw = dataclasses.replace(raw, call=None)
+            self._previous.append(self._last.get(key))
             self._raws.append(raw)
             self._last[key] = raw
-            if raw.call is not None and self.findings_wanted:
-                seconds = raw.compile_s or 0.0
-                if key not in self._calls or seconds > self._calls[key][0]:
-                    self._calls[key] = (seconds, raw.call)  # the slowest compile's call
-            # The call (the program's arguments) is held once, in _calls, until the findings
-            # are made; the record itself keeps none (another watch may be fed the same raw).
-            self._raws[-1] = dataclasses.replace(raw, call=None)
 
     def note_error(self, err: BaseException) -> None:
         with self._lock:
@@ -127,20 +131,27 @@ class Watch:
     @property
     def compiles(self) -> tuple[CompileRecord, ...]:
         """One :class:`CompileRecord` per compilation, in the order they finished."""
+        if self._records is not None:
+            return self._records
         with self._lock:
-            raws, reasons = list(self._raws), list(self._reasons)
-        if self._state == "open":
+            raws, previous, closed = list(self._raws), list(self._previous), \
+                self._state == "closed"
+        if not closed:
             self._read_dumps()
         out = []
-        for raw, reason in zip(raws, reasons):
+        for raw, before in zip(raws, previous):  # reasons are worded here, not in the program
             hlo, n_args = self._hlo.get(raw.dump_path, (None, None)) if raw.dump_path else \
                 (None, None)
-            out.append(build_record(raw, hlo, n_args, reason, self._t0))
+            out.append(build_record(raw, hlo, n_args, recompile_reason(raw, before), self._t0))
+        if closed:
+            self._records = tuple(out)
         return tuple(out)
 
     def to_frame(self, details: bool = False) -> pd.DataFrame:
         """One row per compilation, the columns of :class:`CompileRecord`'s fields (with
         ``details=True`` also ``called_at``, ``thread`` and ``started_s``)."""
+        import pandas as pd
+
         columns = list(FIELDS) + (["called_at", "thread", "started_s"] if details else [])
         rows = [{c: getattr(r, c) for c in columns} for r in self.compiles]
         frame = pd.DataFrame(rows, columns=columns)

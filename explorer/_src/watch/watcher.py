@@ -41,7 +41,8 @@ import jax
 
 from .. import compat
 from ..core.measure import count_eqns
-from .record import CompileRecord, explain, is_user_file, signature_change, user_frame
+from .record import (CallSignature, CompileRecord, call_change, explain, is_user_file,
+                     signature_change, user_frame)
 
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -109,6 +110,7 @@ class Raw:
     jax_reason: str | None
     never_seen: bool
     signature: tuple[str, ...] | None
+    call_signature: CallSignature | None  # the user's arguments, for a function a library wraps
     dump_path: str | None
     thread: str
     ended: float  # time.perf_counter()
@@ -284,7 +286,7 @@ class _Hub:
         st.traces[name] = _Trace(
             name=name, trace_s=duration, eqns=eqns, n_leaves=n_leaves,
             definition=e.definition if e else None, reason=e.reason if e else None,
-            never_seen=e is not None and e.reason is None, signature=signature,
+            never_seen=e is not None and e.never_seen, signature=signature,
             call=jt if keep_call else None)
 
     def _lowered(self, module: str, duration: float) -> None:
@@ -312,7 +314,7 @@ class _Hub:
                 compile_s = max(0.0, duration - writing)  # our writing, out
                 self.busy_s += writing
         trace = low.trace if low else None
-        called_at, wrapped = user_frame(sys._getframe(3))
+        called_at, wrapped, call_signature = user_frame(sys._getframe(3), call=True)
         definition = trace.definition if trace else (low.definition if low else None)
         if definition and is_user_file(definition.rsplit(":", 1)[0]):
             where = definition
@@ -326,7 +328,8 @@ class _Hub:
             eqns=trace.eqns if trace else (low.eqns if low else None), cache_hit=hit,
             jax_reason=trace.reason if trace else None,
             never_seen=trace.never_seen if trace else False,
-            signature=trace.signature if trace else None, dump_path=dump_path,
+            signature=trace.signature if trace else None, call_signature=call_signature,
+            dump_path=dump_path,
             thread=threading.current_thread().name, ended=ended,
             call=trace.call if trace else None)
         for w in list(self.watches):
@@ -365,11 +368,16 @@ def build_record(raw: Raw, hlo: int | None, n_args: int | None, reason: str | No
 
 
 def recompile_reason(raw: Raw, previous: Raw | None) -> str | None:
-    """JAX's reason; where JAX gives none for a function seen before, the types that changed."""
+    """For a function a library wraps (``eqx.filter_jit``), what changed in the user's own
+    arguments; else JAX's reason; where JAX gives none for a function seen before, the types
+    that changed."""
+    if previous is not None and (change := call_change(previous.call_signature,
+                                                       raw.call_signature)):
+        return change
+    if previous is None:  # first compiled here; JAX may know of an earlier compile
+        return None if raw.never_seen else raw.jax_reason
     if raw.jax_reason is not None:
         return raw.jax_reason
-    if previous is None:
-        return None
     if raw.never_seen:
         return ("new function object: the same definition was compiled before as another "
                 "object (a fresh jax.jit or lambda each time?)")

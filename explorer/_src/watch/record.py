@@ -247,7 +247,8 @@ def _tree_difference(now: Any, before: Any, around: int = 24) -> str:
     start = max(0, i - around)
 
     def cut(t: str) -> str:
-        return ("…" if start else "") + t[start:i + around] + ("…" if i + around < len(t) else "")
+        end = i + around
+        return ("…" if start else "") + t[start:end] + ("…" if end < len(t) else "")
     return f"is {cut(a)}, was {cut(b)}"
 
 

@@ -111,6 +111,10 @@ def test_recompile_reasons_say_what_changed():
     def static(x, n):
         return x * n
 
+    @jax.jit
+    def tree(p):
+        return p["w"] * 2
+
     with explorer.watch(findings=False) as w:
         shaped(jnp.ones(3))
         shaped(jnp.ones(4))
@@ -119,16 +123,39 @@ def test_recompile_reasons_say_what_changed():
         static(jnp.ones(2), 3)
         for _ in range(2):
             jax.jit(lambda v: v + 1)(jnp.ones(2))
+        tree({"w": jnp.ones(2)})
+        tree({"w": jnp.ones(2), "b": jnp.ones(2)})
+        with jax.default_matmul_precision("highest"):
+            shaped(jnp.ones(3))
     by = {}
     for r in w.compiles:
         by.setdefault(r.name, []).append(r)
     assert by["shaped"][0].reason is None
     assert by["shaped"][1].reason == "shape changed: x is f32[4], was f32[3]"
     assert by["shaped"][2].reason == "dtype changed: x is i32[3], was f32[3]"
-    assert by["static"][1].reason == "static argument changed: args[1] is 3, was 2"
+    assert by["static"][1].reason == "static argument changed: n is 3, was 2"
     assert by["<lambda>"][0].reason is None
     assert by["<lambda>"][1].reason.startswith("new function object each call")
     assert len({r.where for r in by["<lambda>"]}) == 1
+    assert by["tree"][1].reason == "argument structure changed: p['b'] is new"
+    assert by["shaped"][3].reason.startswith("compiled again with the same arguments: JAX's "
+                                             "tracing context changed")
+
+
+def test_without_the_trace_jaxs_own_explanation_gives_the_reason(monkeypatch):
+    """compat's public fallback for the causes: JAX's cache-miss explanations stay on."""
+    monkeypatch.setattr(compat, "jit_trace_in_progress", lambda frame: None)
+
+    @jax.jit
+    def shaped(x):
+        return x * 2
+
+    with explorer.watch(findings=False) as w:
+        shaped(jnp.ones(3))
+        shaped(jnp.ones(4))
+        assert jax.config.jax_explain_cache_misses
+    assert [r.reason for r in w.compiles if r.name == "shaped"] == [
+        None, "shape changed: x is f32[4], was f32[3]"]
 
 
 def test_explanations_are_read_from_jaxs_words():
@@ -162,8 +189,9 @@ def test_every_setting_is_put_back_even_when_the_program_raises():
               jax.config.values["jax_include_debug_info_in_dumps"], compiler.level,
               list(compiler.filters), len(jax._src.monitoring.get_event_duration_listeners()))
     with pytest.raises(ZeroDivisionError), explorer.watch() as w:
-        assert jax.config.jax_explain_cache_misses
+        assert jax.config.jax_explain_cache_misses  # until the first trace is read
         jax.jit(lambda v: v - 1)(jnp.ones(2))
+        assert not jax.config.jax_explain_cache_misses
         dump = jax.config.values["jax_dump_ir_to"]
         1 / 0  # noqa: B018
     after = (jax.config.jax_explain_cache_misses, jax.config.values["jax_dump_ir_to"],
@@ -265,9 +293,10 @@ def test_nested_watches_both_record_and_say_so():
         jax.jit(lambda v: v * 6)(jnp.ones(2))
         with explorer.watch(findings=False) as inner:
             jax.jit(lambda v: v * 7)(jnp.ones(2))
-        assert jax.config.jax_explain_cache_misses  # still on for the outer one
         jax.jit(lambda v: v * 8)(jnp.ones(2))
     assert len(inner.compiles) >= 1 and len(outer.compiles) > len(inner.compiles)
+    # the outer one still listened after the inner one closed
+    assert sum(r.name == "<lambda>" for r in outer.compiles) == 3
     assert any(n.startswith("this watch ran inside") for n in inner.notes)
     assert any("inside this one" in n for n in outer.notes)
     assert not jax.config.jax_explain_cache_misses

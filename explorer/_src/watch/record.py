@@ -1,21 +1,25 @@
 """One compilation as :func:`explorer.watch` saw it, and how its cause and its place are read.
 
-Two things are read here from what JAX says, not computed: *why* a function was compiled again
-(JAX's own tracing-cache-miss explanation, ``jax_explain_cache_misses``, jax-ml/jax#19129 "add
-jax.explain_cache_misses tracing cache miss explanations", condensed to one line), and *where*
-the user's code is: the first frame, going out from JAX, that is neither JAX's, nor the
-explorer's, nor an installed library's (equinox, optax, diffrax, flax, ...).
+*Why* a function was compiled again is what changed in what JAX keyed its trace on (the
+arguments' types and paths, the static arguments, the function object), read from the traces
+themselves (:class:`TraceKey`) and, for a function a library wraps, from the user's own call
+(:func:`call_signature`); where no trace can be read, JAX's own tracing-cache-miss explanation
+(``jax_explain_cache_misses``, jax-ml/jax#19129), condensed to one line. *Where* the user's
+code is: the first frame, going out from JAX, that is neither JAX's, nor the explorer's, nor an
+installed library's (equinox, optax, diffrax, flax, ...).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 import re
 import site
 import sys
 import sysconfig
+import weakref
 from types import FrameType
 from typing import Any
 
@@ -398,16 +402,120 @@ def _one_line(text: str) -> str:
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
 
 
-def signature_change(before: tuple[str, ...] | None, now: tuple[str, ...] | None) -> str | None:
-    """Our own one line when JAX gives none (a function defined inside JAX, such as an eager
-    ``jnp`` call): the argument types that differ from the previous compile's."""
-    if before is None or now is None:
+# -- what a jax.jit trace was keyed on, and what changed since ------------------------------
+# JAX's tracing cache keys a trace on the function object, the arguments' types and tree
+# structure, the static arguments' values and the tracing context. The watch keeps the first
+# three of each trace (from the trace itself, ``compat.jit_trace_in_progress``) and words what
+# changed when the records are read, so a recompile costs the program nothing more than the
+# trace. (``jax_explain_cache_misses`` does the same inside tracing, comparing each miss with
+# every key its cache holds for the whole process: its cost grows with every trace.) The
+# tracing context is not public: a recompile with nothing else changed is said to be one.
+@dataclasses.dataclass(frozen=True)
+class TraceKey:
+    """What one ``jax.jit`` trace was keyed on, as far as the watch reads it."""
+
+    fun: Any  # a weak reference to the traced function (None where it takes none)
+    names: tuple[str, ...]  # each array argument's path (``params['w']``, ``x``)
+    avals: tuple[Any, ...]  # and its type
+    statics: tuple[tuple[int | str, Any], ...]  # (position or name, value) of static arguments
+
+
+def trace_key(jt: Any) -> TraceKey:
+    """The key of a trace read by ``compat.jit_trace_in_progress``."""
+    avals = tuple(jt.jaxpr.in_avals)
+    names = getattr(getattr(jt.jaxpr.jaxpr, "debug_info", None), "arg_names", None)
+    if not isinstance(names, tuple) or len(names) != len(avals) or None in names:
+        names = tuple(f"arg {i}" for i in range(len(avals)))
+    n = len(jt.args)
+    statics: list[tuple[int | str, Any]] = [
+        (i % n, jt.args[i % n]) for i in jt.static_argnums if n and -n <= i < n]
+    statics += [(k, jt.kwargs[k]) for k in jt.static_argnames if k in jt.kwargs]
+    try:
+        ref = weakref.ref(jt.fun)
+    except TypeError:  # a callable that takes no weak reference
+        ref = None
+    return TraceKey(ref, names, avals, tuple(statics))
+
+
+def definition_of(fun: Any) -> str | None:
+    """``file:line`` of a function's definition, through ``functools.wraps`` and
+    ``functools.partial`` layers (as JAX finds it for its own messages)."""
+    for _ in range(32):
+        if isinstance(fun, functools.partial):
+            fun = fun.func
+        elif (inner := getattr(fun, "__wrapped__", None)) is not None:
+            fun = inner
+        else:
+            break
+    code = getattr(fun, "__code__", None)
+    return _at(code.co_filename, code.co_firstlineno) if code is not None else None
+
+
+def _aval(a: Any) -> str:
+    try:
+        text = a.str_short(short_dtypes=True)
+    except Exception:  # noqa: BLE001 - a type of another kind: its own words
+        return str(a)
+    return text + "{weak_type=True}" if getattr(a, "weak_type", False) else text
+
+
+def _static_name(where: int | str, fun: Any) -> str:
+    if isinstance(where, str):
+        return where
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+        if where < len(params) and params[where].kind in (
+                inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            return params[where].name
+    except (TypeError, ValueError):  # a function without a signature (a builtin, say)
+        pass
+    return f"args[{where}]"
+
+
+def _key_changes(now: TraceKey, before: TraceKey) -> list[tuple[str, str]]:
+    changes: list[tuple[str, str]] = []
+    if now.names != before.names:
+        earlier, later = set(before.names), set(now.names)
+        items = ([f"{n} is new" for n in now.names if n not in earlier]
+                 + [f"{n} is gone" for n in before.names if n not in later])
+        changes.append(("argument structure", "; ".join(items) or "the arguments' order"))
+    else:
+        for name, a, b in zip(now.names, now.avals, before.avals):
+            if a != b:
+                now_s, was_s = _aval(a), _aval(b)
+                if now_s == was_s:  # the same short type: a sharding, say
+                    now_s, was_s = str(a), str(b)
+                changes.append(_type_change(name, now_s, was_s))
+    statics_b = dict(before.statics)
+    fun = now.fun() if now.fun is not None else None
+    for where, value in now.statics:
+        if where not in statics_b:
+            continue
+        old = statics_b[where]
+        if not _same(("value", value), ("value", old)):
+            changes.append(("static argument", f"{_static_name(where, fun)} is "
+                                               f"{_short(value)}, was {_short(old)}"))
+    return changes
+
+
+def _weight(changes: list[tuple[str, str]]) -> int:
+    """How far apart two keys are: a leaf whose shape and dtype both changed counts twice."""
+    return sum(2 if kind == "type" else 1 for kind, _ in changes)
+
+
+def key_change(now: TraceKey, earlier: list[TraceKey]) -> str | None:
+    """What changed since the closest of the ``earlier`` keys of the same function (the one
+    with the fewest differences, the latest of those), in one line; ``None`` when nothing
+    did."""
+    best: list[tuple[str, str]] | None = None
+    for before in reversed(earlier):
+        changes = _key_changes(now, before)
+        if best is None or _weight(changes) < _weight(best):
+            best = changes
+        if not best:
+            break
+    if not best:
         return None
-    if len(before) != len(now):
-        return f"argument count changed: {len(now)} leaves, was {len(before)}"
-    changes = [_type_change(f"arg {i}", n, b) for i, (n, b) in enumerate(zip(now, before))
-               if n != b]
-    if not changes:
-        return None
-    kinds = {k for k, _ in changes}
-    return _one_line(_listing(kinds.pop() if len(kinds) == 1 else "type", [c for _, c in changes]))
+    kinds = list(dict.fromkeys(k for k, _ in best))
+    return _one_line("; ".join(_listing(k, [c for kind, c in best if kind == k])
+                               for k in kinds))

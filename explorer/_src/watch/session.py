@@ -25,8 +25,9 @@ class Watch:
     Attributes:
         wall_s: seconds the block took (``None`` while it runs).
         overhead_s: of those, seconds the watch itself spent (its listeners, and writing the
-            StableHLO it reads); JAX's cache-miss explanations, made inside its tracing, are
-            not in it. Shared by watches open at the same time.
+            StableHLO it reads); JAX's cache-miss explanations, made inside its tracing
+            where the watch cannot read the traces themselves, are not in it. Shared by
+            watches open at the same time.
         notes: plain sentences about the run itself: a watch inside another, several threads
             compiling, events that could not be read.
     """
@@ -47,9 +48,12 @@ class Watch:
         self.notes: list[str] = []
         self._lock = threading.Lock()
         self._raws: list[Raw] = []
-        self._previous: list[Raw | None] = []  # the same function's compile before each
+        # Each record's function object, numbered within its name and place (None: unknown),
+        # told apart while it is alive: the reasons are worded later, when it may be gone.
+        self._objects: list[int | None] = []
+        self._alive: dict[tuple[str, str], list[tuple[Any, int]]] = {}
+        self._n_objects = 0
         self._records: tuple[CompileRecord, ...] | None = None  # once closed
-        self._last: dict[tuple[str, str], Raw] = {}
         self._calls: dict[tuple[str, str], tuple[float, Any]] = {}
         self._hlo: dict[str, tuple[int | None, int | None]] = {}
         self._errors: collections.Counter[str] = collections.Counter()
@@ -103,9 +107,20 @@ class Watch:
                 # findings are made; the records keep none (another watch may be fed the
                 # same raw).
                 raw = dataclasses.replace(raw, call=None)
-            self._previous.append(self._last.get(key))
+            self._objects.append(self._object_number(key, raw))
             self._raws.append(raw)
-            self._last[key] = raw
+
+    def _object_number(self, key: tuple[str, str], raw: Raw) -> int | None:
+        fun = raw.key.fun() if raw.key is not None and raw.key.fun is not None else None
+        if fun is None:
+            return None
+        alive = [(ref, n) for ref, n in self._alive.get(key, ()) if ref() is not None]
+        number = next((n for ref, n in alive if ref() is fun), None)
+        if number is None:
+            number, self._n_objects = self._n_objects, self._n_objects + 1
+            alive.append((raw.key.fun, number))
+        self._alive[key] = alive
+        return number
 
     def note_error(self, err: BaseException) -> None:
         with self._lock:
@@ -134,15 +149,21 @@ class Watch:
         if self._records is not None:
             return self._records
         with self._lock:
-            raws, previous, closed = list(self._raws), list(self._previous), \
+            raws, objects, closed = list(self._raws), list(self._objects), \
                 self._state == "closed"
         if not closed:
             self._read_dumps()
         out = []
-        for raw, before in zip(raws, previous):  # reasons are worded here, not in the program
+        seen: dict[tuple[str, str], list[int]] = {}
+        for i, raw in enumerate(raws):  # the reasons are worded here, not in the program
+            earlier = seen.setdefault((raw.name, raw.where), [])
+            same = None if objects[i] is None else [
+                raws[j] for j in earlier if objects[j] == objects[i]]
+            reason = recompile_reason(raw, [raws[j] for j in earlier], same)
+            earlier.append(i)
             hlo, n_args = self._hlo.get(raw.dump_path, (None, None)) if raw.dump_path else \
                 (None, None)
-            out.append(build_record(raw, hlo, n_args, recompile_reason(raw, before), self._t0))
+            out.append(build_record(raw, hlo, n_args, reason, self._t0))
         if closed:
             self._records = tuple(out)
         return tuple(out)
@@ -227,9 +248,9 @@ def watch(*, findings: bool = True, top: float = DEFAULT_TOP, pack: bool = True)
 
     ``with explorer.watch() as w: run_my_program()``, then ``print(w)``, ``w.summary()``,
     ``w.compiles``, ``w.to_html("compiles.html")``. The program computes exactly what it
-    would have; the watch only listens (``jax.monitoring`` events, JAX's cache-miss
-    explanations, the StableHLO JAX is asked to dump into a folder of ours) and puts every
-    setting back when the block ends, exception or not.
+    would have; the watch only listens (``jax.monitoring`` events, the traces JAX makes, the
+    StableHLO JAX is asked to dump into a folder of ours) and puts every setting back when the
+    block ends, exception or not.
 
     Args:
       findings: after the block, run :func:`explorer.diagnose` (tracing only: what was

@@ -222,16 +222,20 @@ def test_the_users_log_is_untouched(caplog):
 
 
 def test_a_users_own_ir_dump_is_read_and_left_alone(tmp_path):
+    third = lambda v: v / 3  # noqa: E731
     jax.config.update("jax_dump_ir_to", str(tmp_path))
     try:
         with explorer.watch(findings=False) as w:
-            jax.jit(lambda v: v / 3)(jnp.ones(2))
+            jax.jit(third)(jnp.ones(2))
+            assert jax.config.values["jax_dump_ir_to"] == str(tmp_path)
         assert jax.config.values["jax_dump_ir_to"] == str(tmp_path)
     finally:
         jax.config.update("jax_dump_ir_to", "")
     assert w.compiles and any(tmp_path.glob("*.mlir"))  # their files stay
-    # Their dumps carry debug info (JAX's default), so their length is not as_text()'s.
-    assert all(r.hlo_pre_bytes is None for r in w.compiles)
+    # Their dumps carry debug info (JAX's default), so their length is not as_text()'s; the
+    # size comes from the module itself.
+    (rec,) = [r for r in w.compiles if r.name == "<lambda>"]
+    assert rec.hlo_pre_bytes == len(jax.jit(third).lower(jnp.ones(2)).as_text())
 
 
 def test_a_persistent_cache_hit_is_marked(tmp_path):
@@ -515,11 +519,43 @@ def test_compat_reads_the_trace_and_the_lowering():
     assert lower is not None and lower[1] == 3 and lower[2] == _line_of(_loss)
 
 
+def test_compat_reads_the_module_being_compiled():
+    """Fails when JAX moves what ``compat.module_being_compiled`` reads (the watch would
+    go back to dumping every module, inside XLA's timed stage)."""
+    seen = []
+
+    def listener(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration" and "_loss" in str(
+                kw.get("fun_name")):
+            seen.append(compat.module_being_compiled(sys._getframe(1)))
+
+    _loss = _fresh_loss()
+    params, x = {"w": jnp.ones(3), "b": jnp.zeros(3)}, jnp.ones(3)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        jax.jit(_loss)(params, x)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    (module,) = seen
+    assert module.operation.get_asm(enable_debug_info=False) == jax.jit(_loss).lower(
+        params, x).as_text()
+
+
+def test_the_watch_stops_dumping_once_it_reads_the_modules():
+    with explorer.watch(findings=False) as w:
+        jax.jit(lambda v: v * 5)(jnp.ones(2))
+        assert jax.config.values["jax_dump_ir_to"] == ""  # put back after the first compile
+        cube = jax.jit(lambda v: v ** 3)
+        cube(jnp.ones(2))
+    assert w.compiles[-1].hlo_pre_bytes == len(cube.lower(jnp.ones(2)).as_text())
+
+
 def test_without_the_private_route_the_watch_still_counts_and_places(monkeypatch):
     """compat's public fallback (JAX moved what it reads): no equations, no findings, argument
     leaves counted from the StableHLO signature, every compile still listed and placed."""
     monkeypatch.setattr(compat, "jit_trace_in_progress", lambda frame: None)
     monkeypatch.setattr(compat, "lowering_in_progress", lambda frame: None)
+    monkeypatch.setattr(compat, "module_being_compiled", lambda frame: None)
     params, x = {"w": jnp.ones(3), "b": jnp.zeros(3)}, jnp.ones(3)
     _loss = _fresh_loss()
     with explorer.watch() as w, logged_compiles() as logged:

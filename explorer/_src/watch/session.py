@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .record import FIELDS, CompileRecord
-from .watcher import HUB, Raw, build_record, hlo_chars, recompile_reason
+from .watcher import HUB, Raw, build_record, hlo_chars, module_chars, recompile_reason
 
 if TYPE_CHECKING:  # pandas is imported when a frame is asked for, not in the program's time
     import pandas as pd
 
 DEFAULT_TOP = 0.10  # findings for the functions over this share of the total compile time
+HELD_MODULES = 256  # StableHLO modules kept unprinted; past this, the oldest is printed at once
 
 
 class Watch:
@@ -55,7 +56,8 @@ class Watch:
         self._n_objects = 0
         self._records: tuple[CompileRecord, ...] | None = None  # once closed
         self._calls: dict[tuple[str, str], tuple[float, Any]] = {}
-        self._hlo: dict[str, tuple[int | None, int | None]] = {}
+        self._sizes: dict[int, tuple[int | None, int | None]] = {}  # record -> chars, args
+        self._modules: dict[int, Any] = {}  # record -> its module, until printed
         self._errors: collections.Counter[str] = collections.Counter()
         self._state = "new"
         self._t0 = 0.0
@@ -86,7 +88,7 @@ class Watch:
         with self._lock:
             self._state = "closed"  # a compile finishing now, in another thread, is not ours
         try:
-            self._read_dumps()  # before the last watch's dump folder is removed
+            self._read_sizes(modules=False)  # before the last watch's dump folder goes
         finally:
             HUB.close(self)
             self._say_threads_and_errors()
@@ -107,6 +109,12 @@ class Watch:
                 # findings are made; the records keep none (another watch may be fed the
                 # same raw).
                 raw = dataclasses.replace(raw, call=None)
+            if raw.module is not None:  # printed when the records are read
+                self._modules[len(self._raws)] = raw.module
+                raw = dataclasses.replace(raw, module=None)
+                if len(self._modules) > HELD_MODULES:  # a long program: hold no more
+                    oldest = next(iter(self._modules))
+                    self._sizes[oldest] = module_chars(self._modules.pop(oldest))
             self._objects.append(self._object_number(key, raw))
             self._raws.append(raw)
 
@@ -126,10 +134,17 @@ class Watch:
         with self._lock:
             self._errors[f"{type(err).__name__}: {err}"] += 1
 
-    def _read_dumps(self) -> None:
-        for raw in list(self._raws):
-            if raw.dump_path and raw.dump_path not in self._hlo:
-                self._hlo[raw.dump_path] = hlo_chars(raw.dump_path)
+    def _read_sizes(self, modules: bool = True) -> None:
+        """Each record's StableHLO size: from its dump file, or its module (then let go)."""
+        with self._lock:
+            raws = list(self._raws)
+            held = dict(self._modules) if modules else {}
+            self._modules = {i: m for i, m in self._modules.items() if i not in held}
+        for i, raw in enumerate(raws):
+            if raw.dump_path and i not in self._sizes:
+                self._sizes[i] = hlo_chars(raw.dump_path)
+        for i, module in held.items():
+            self._sizes[i] = module_chars(module)
 
     def _say_threads_and_errors(self) -> None:
         threads = sorted({r.thread for r in self._raws})
@@ -151,8 +166,7 @@ class Watch:
         with self._lock:
             raws, objects, closed = list(self._raws), list(self._objects), \
                 self._state == "closed"
-        if not closed:
-            self._read_dumps()
+        self._read_sizes(modules=True)
         out = []
         seen: dict[tuple[str, str], list[int]] = {}
         for i, raw in enumerate(raws):  # the reasons are worded here, not in the program
@@ -161,8 +175,7 @@ class Watch:
                 raws[j] for j in earlier if objects[j] == objects[i]]
             reason = recompile_reason(raw, [raws[j] for j in earlier], same)
             earlier.append(i)
-            hlo, n_args = self._hlo.get(raw.dump_path, (None, None)) if raw.dump_path else \
-                (None, None)
+            hlo, n_args = self._sizes.get(i, (None, None))
             out.append(build_record(raw, hlo, n_args, reason, self._t0))
         if closed:
             self._records = tuple(out)

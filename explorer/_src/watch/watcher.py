@@ -13,10 +13,12 @@ How it listens, public hooks first:
 - ``jax_explain_cache_misses``, only until the first trace is read so (the route above failed
   otherwise): JAX's own explanation of each tracing-cache miss, read from its logger and kept
   from the user's terminal unless they had asked for it.
-- ``jax_dump_ir_to`` (into a folder of ours, removed on exit): the StableHLO text each compile
-  is given, whose length is the program's size with no second lowering. Writing it happens inside
-  XLA's timed stage; that time (the dump's log record's timestamp less the stage's start) is
-  taken out of ``compile_s``.
+- The StableHLO module each compile is given, whose printed length is the program's size with
+  no second lowering: a reference to the module JAX's lowering cache holds anyway, printed when
+  the records are read (``explorer._src.compat``). Where that route fails, ``jax_dump_ir_to``
+  (into a folder of ours, removed on exit), until the first compile whose module is read.
+  Writing the dump happens inside XLA's timed stage; that time (the dump's log record's
+  timestamp less the stage's start) is taken out of ``compile_s``.
 - Python's own stack (``sys._getframe``) for the user's line.
 
 Two things no public hook gives, the traced jaxpr (equations, argument leaves, what the trace
@@ -117,6 +119,7 @@ class Raw:
     user_defined: bool  # the compiled function is defined in the user's code
     call_signature: CallSignature | None  # the user's arguments, for a function a library wraps
     dump_path: str | None
+    module: Any  # the StableHLO module (an ir.Module), printed when the records are read
     thread: str
     ended: float  # time.perf_counter()
     call: Any
@@ -171,6 +174,7 @@ class _Hub:
         self.busy_s = 0.0  # seconds spent in the listeners and writing the IR dumps
         self._undo: list[Any] = []
         self._explaining: list[Any] = []  # puts jax_explain_cache_misses back
+        self._dump_config: list[Any] = []  # puts back the options our own dump changed
 
     # -- opening and closing ----------------------------------------------------------------
     def open(self, w: Any) -> list[Any]:
@@ -208,12 +212,14 @@ class _Hub:
                 self.dump_dir, self.dump_readable = self.own_dump, True
                 own = self.own_dump
                 undo.append(lambda: shutil.rmtree(own, ignore_errors=True))
+                undo.append(self._stop_own_dump)
                 for name, value in (("jax_dump_ir_modes", "stablehlo"),
                                     ("jax_include_debug_info_in_dumps", False),
                                     ("jax_dump_ir_to", own)):
                     old = _config(name)
                     jax.config.update(name, value)
-                    undo.append(lambda name=name, old=old: jax.config.update(name, old))
+                    self._dump_config.append(
+                        lambda name=name, old=old: jax.config.update(name, old))
             for name, needed in ((EXPLAIN_LOGGER, logging.WARNING),
                                  (COMPILER_LOGGER, logging.INFO), (CACHE_LOGGER, None)):
                 logger = logging.getLogger(name)
@@ -240,6 +246,14 @@ class _Hub:
             while self._explaining:
                 with contextlib.suppress(Exception):
                     self._explaining.pop()()
+
+    def _stop_own_dump(self) -> None:
+        """Put the dump options back (the modules are read without it, or the watch ends)."""
+        with self.lock:
+            while self._dump_config:
+                step = self._dump_config.pop()
+                with contextlib.suppress(Exception):
+                    step()
 
     def _uninstall(self) -> None:
         while self._undo:
@@ -330,6 +344,9 @@ class _Hub:
                 writing = max(0.0, dump[1] - start)
                 compile_s = max(0.0, duration - writing)  # our writing, out
                 self.busy_s += writing
+        hlo_module = compat.module_being_compiled(sys._getframe(3))
+        if hlo_module is not None and self._dump_config:  # read without the dump from now on
+            self._stop_own_dump()
         trace = low.trace if low else None
         called_at, wrapped, call_signature = user_frame(sys._getframe(3), call=True)
         definition = trace.definition if trace else (low.definition if low else None)
@@ -348,7 +365,7 @@ class _Hub:
             never_seen=trace.never_seen if trace else False,
             key=trace.key if trace else None, user_defined=user_defined,
             call_signature=call_signature,
-            dump_path=dump_path,
+            dump_path=dump_path, module=hlo_module,
             thread=threading.current_thread().name, ended=ended,
             call=trace.call if trace else None)
         for w in list(self.watches):
@@ -368,9 +385,20 @@ def hlo_chars(path: str | None) -> tuple[int | None, int | None]:
         return None, None
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return hlo_figures(f.read())
     except OSError:
         return None, None
+
+
+def module_chars(module: Any) -> tuple[int | None, int | None]:
+    """The same of a module, printed as ``Lowered.as_text()`` prints it (no debug info)."""
+    try:
+        return hlo_figures(module.operation.get_asm(enable_debug_info=False))
+    except Exception:  # noqa: BLE001 - a module that no longer prints: no size, said as None
+        return None, None
+
+
+def hlo_figures(text: str) -> tuple[int, int | None]:
     main = re.search(r"func\.func public @main\((.*?)\)\s*(?:->|attributes|\{)", text, re.DOTALL)
     n_args = len(re.findall(r"%arg\d+:", main.group(1))) if main else None
     return len(text), n_args

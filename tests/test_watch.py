@@ -111,6 +111,10 @@ def test_recompile_reasons_say_what_changed():
     def static(x, n):
         return x * n
 
+    @jax.jit
+    def tree(p):
+        return p["w"] * 2
+
     with explorer.watch(findings=False) as w:
         shaped(jnp.ones(3))
         shaped(jnp.ones(4))
@@ -119,16 +123,39 @@ def test_recompile_reasons_say_what_changed():
         static(jnp.ones(2), 3)
         for _ in range(2):
             jax.jit(lambda v: v + 1)(jnp.ones(2))
+        tree({"w": jnp.ones(2)})
+        tree({"w": jnp.ones(2), "b": jnp.ones(2)})
+        with jax.default_matmul_precision("highest"):
+            shaped(jnp.ones(3))
     by = {}
     for r in w.compiles:
         by.setdefault(r.name, []).append(r)
     assert by["shaped"][0].reason is None
     assert by["shaped"][1].reason == "shape changed: x is f32[4], was f32[3]"
     assert by["shaped"][2].reason == "dtype changed: x is i32[3], was f32[3]"
-    assert by["static"][1].reason == "static argument changed: args[1] is 3, was 2"
+    assert by["static"][1].reason == "static argument changed: n is 3, was 2"
     assert by["<lambda>"][0].reason is None
     assert by["<lambda>"][1].reason.startswith("new function object each call")
     assert len({r.where for r in by["<lambda>"]}) == 1
+    assert by["tree"][1].reason == "argument structure changed: p['b'] is new"
+    assert by["shaped"][3].reason.startswith("compiled again with the same arguments: JAX's "
+                                             "tracing context changed")
+
+
+def test_without_the_trace_jaxs_own_explanation_gives_the_reason(monkeypatch):
+    """compat's public fallback for the causes: JAX's cache-miss explanations stay on."""
+    monkeypatch.setattr(compat, "jit_trace_in_progress", lambda frame: None)
+
+    @jax.jit
+    def shaped(x):
+        return x * 2
+
+    with explorer.watch(findings=False) as w:
+        shaped(jnp.ones(3))
+        shaped(jnp.ones(4))
+        assert jax.config.jax_explain_cache_misses
+    assert [r.reason for r in w.compiles if r.name == "shaped"] == [
+        None, "shape changed: x is f32[4], was f32[3]"]
 
 
 def test_explanations_are_read_from_jaxs_words():
@@ -162,8 +189,9 @@ def test_every_setting_is_put_back_even_when_the_program_raises():
               jax.config.values["jax_include_debug_info_in_dumps"], compiler.level,
               list(compiler.filters), len(jax._src.monitoring.get_event_duration_listeners()))
     with pytest.raises(ZeroDivisionError), explorer.watch() as w:
-        assert jax.config.jax_explain_cache_misses
+        assert jax.config.jax_explain_cache_misses  # until the first trace is read
         jax.jit(lambda v: v - 1)(jnp.ones(2))
+        assert not jax.config.jax_explain_cache_misses
         dump = jax.config.values["jax_dump_ir_to"]
         1 / 0  # noqa: B018
     after = (jax.config.jax_explain_cache_misses, jax.config.values["jax_dump_ir_to"],
@@ -194,16 +222,20 @@ def test_the_users_log_is_untouched(caplog):
 
 
 def test_a_users_own_ir_dump_is_read_and_left_alone(tmp_path):
+    third = lambda v: v / 3  # noqa: E731
     jax.config.update("jax_dump_ir_to", str(tmp_path))
     try:
         with explorer.watch(findings=False) as w:
-            jax.jit(lambda v: v / 3)(jnp.ones(2))
+            jax.jit(third)(jnp.ones(2))
+            assert jax.config.values["jax_dump_ir_to"] == str(tmp_path)
         assert jax.config.values["jax_dump_ir_to"] == str(tmp_path)
     finally:
         jax.config.update("jax_dump_ir_to", "")
     assert w.compiles and any(tmp_path.glob("*.mlir"))  # their files stay
-    # Their dumps carry debug info (JAX's default), so their length is not as_text()'s.
-    assert all(r.hlo_pre_bytes is None for r in w.compiles)
+    # Their dumps carry debug info (JAX's default), so their length is not as_text()'s; the
+    # size comes from the module itself.
+    (rec,) = [r for r in w.compiles if r.name == "<lambda>"]
+    assert rec.hlo_pre_bytes == len(jax.jit(third).lower(jnp.ones(2)).as_text())
 
 
 def test_a_persistent_cache_hit_is_marked(tmp_path):
@@ -265,9 +297,10 @@ def test_nested_watches_both_record_and_say_so():
         jax.jit(lambda v: v * 6)(jnp.ones(2))
         with explorer.watch(findings=False) as inner:
             jax.jit(lambda v: v * 7)(jnp.ones(2))
-        assert jax.config.jax_explain_cache_misses  # still on for the outer one
         jax.jit(lambda v: v * 8)(jnp.ones(2))
     assert len(inner.compiles) >= 1 and len(outer.compiles) > len(inner.compiles)
+    # the outer one still listened after the inner one closed
+    assert sum(r.name == "<lambda>" for r in outer.compiles) == 3
     assert any(n.startswith("this watch ran inside") for n in inner.notes)
     assert any("inside this one" in n for n in outer.notes)
     assert not jax.config.jax_explain_cache_misses
@@ -426,6 +459,39 @@ def test_an_equinox_filter_jit_step_is_charged_to_its_definition():
     assert rec.where == _line_of(forward)
 
 
+def test_an_equinox_filter_jit_recompile_names_the_users_argument():
+    """JAX explains equinox's own arguments (``dynamic_nodonate['rest'][0]``); the reason
+    names the user's parameter, and the path into it."""
+    eqx = pytest.importorskip("equinox")
+
+    class Affine(eqx.Module):
+        w: jax.Array
+
+    @eqx.filter_jit
+    def scaled(x, scale=2.0):
+        return x * scale
+
+    @eqx.filter_jit
+    def apply(model, x):
+        return model.w.sum() * x
+
+    with explorer.watch(findings=False) as w:
+        scaled(jnp.ones(3))
+        scaled(jnp.ones(4))
+        scaled(jnp.ones(4), scale=3.0)
+        apply(Affine(jnp.ones(2)), jnp.ones(2))
+        apply(Affine(jnp.ones(3)), jnp.ones(2))
+    by = {}
+    for r in w.compiles:
+        by.setdefault(r.name, []).append(r)
+    assert [r.reason for r in by["scaled"]] == [
+        None, "shape changed: x is f32[4], was f32[3]",
+        "static argument changed: scale is 3.0, was 2.0"]
+    assert [r.reason for r in by["apply"]] == [None, "shape changed: model.w is f32[3], was f32[2]"]
+    assert {r.where for r in by["scaled"]} == {_line_of(scaled)}
+    assert not any("dynamic_nodonate" in (r.reason or "") for r in w.compiles)
+
+
 # -- the private route, and what it waits on ------------------------------------------------
 def test_compat_reads_the_trace_and_the_lowering():
     """Fails when JAX moves what ``compat.jit_trace_in_progress`` and
@@ -453,11 +519,43 @@ def test_compat_reads_the_trace_and_the_lowering():
     assert lower is not None and lower[1] == 3 and lower[2] == _line_of(_loss)
 
 
+def test_compat_reads_the_module_being_compiled():
+    """Fails when JAX moves what ``compat.module_being_compiled`` reads (the watch would
+    go back to dumping every module, inside XLA's timed stage)."""
+    seen = []
+
+    def listener(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration" and "_loss" in str(
+                kw.get("fun_name")):
+            seen.append(compat.module_being_compiled(sys._getframe(1)))
+
+    _loss = _fresh_loss()
+    params, x = {"w": jnp.ones(3), "b": jnp.zeros(3)}, jnp.ones(3)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        jax.jit(_loss)(params, x)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    (module,) = seen
+    assert module.operation.get_asm(enable_debug_info=False) == jax.jit(_loss).lower(
+        params, x).as_text()
+
+
+def test_the_watch_stops_dumping_once_it_reads_the_modules():
+    with explorer.watch(findings=False) as w:
+        jax.jit(lambda v: v * 5)(jnp.ones(2))
+        assert jax.config.values["jax_dump_ir_to"] == ""  # put back after the first compile
+        cube = jax.jit(lambda v: v ** 3)
+        cube(jnp.ones(2))
+    assert w.compiles[-1].hlo_pre_bytes == len(cube.lower(jnp.ones(2)).as_text())
+
+
 def test_without_the_private_route_the_watch_still_counts_and_places(monkeypatch):
     """compat's public fallback (JAX moved what it reads): no equations, no findings, argument
     leaves counted from the StableHLO signature, every compile still listed and placed."""
     monkeypatch.setattr(compat, "jit_trace_in_progress", lambda frame: None)
     monkeypatch.setattr(compat, "lowering_in_progress", lambda frame: None)
+    monkeypatch.setattr(compat, "module_being_compiled", lambda frame: None)
     params, x = {"w": jnp.ones(3), "b": jnp.zeros(3)}, jnp.ones(3)
     _loss = _fresh_loss()
     with explorer.watch() as w, logged_compiles() as logged:

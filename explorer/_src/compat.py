@@ -13,6 +13,7 @@ from types import FrameType
 from typing import Any, NamedTuple
 
 __all__ = ["JAX_LOGGERS", "JitTrace", "jit_trace_in_progress", "lowering_in_progress",
+           "module_being_compiled",
            "scan_counts", "template_without_web_fonts"]
 
 
@@ -154,3 +155,24 @@ def lowering_in_progress(frame: FrameType | None) -> tuple[Any, int, str | None]
     src = getattr(getattr(jaxpr.jaxpr, "debug_info", None), "func_src_info", None)
     definition = src.rsplit(" at ", 1)[1] if isinstance(src, str) and " at " in src else None
     return jaxpr, n_args, definition
+
+
+def module_being_compiled(frame: FrameType | None) -> Any | None:
+    """Inside a listener of ``/jax/core/compile/backend_compile_duration`` (called from
+    ``frame`` outwards): the StableHLO module XLA was just given (an ``ir.Module``).
+
+    :func:`explorer.watch` needs the module's size (``len(Lowered.as_text())``) for each
+    compile; the public route, ``jax_dump_ir_to``, prints and writes every module inside XLA's
+    timed stage, most of the watch's cost. JAX's lowering cache holds the module anyway, so the
+    watch keeps a reference and prints it when its records are read. Private route: the local
+    ``computation`` of ``jax._src.interpreters.pxla._cached_compilation``, the frame that fires
+    the event in jax 0.10 (``module.operation.get_asm`` is MLIR's own printer, the one
+    ``Lowered.as_text`` uses). Public fallback: ``None``, and the watch keeps dumping the IR.
+    Waits on the same public compile hook as :func:`jit_trace_in_progress` (jax-ml/jax#4274).
+    Tested by ``tests/test_watch.py::test_compat_reads_the_module_being_compiled``.
+    """
+    found = _frame_named(frame, "_cached_compilation", "jax/_src/interpreters/pxla.py")
+    if found is None:
+        return None
+    module = found.f_locals.get("computation")
+    return module if hasattr(getattr(module, "operation", None), "get_asm") else None

@@ -1,22 +1,29 @@
 """One compilation as :func:`explorer.watch` saw it, and how its cause and its place are read.
 
-Two things are read here from what JAX says, not computed: *why* a function was compiled again
-(JAX's own tracing-cache-miss explanation, ``jax_explain_cache_misses``, jax-ml/jax#19129 "add
-jax.explain_cache_misses tracing cache miss explanations", condensed to one line), and *where*
-the user's code is: the first frame, going out from JAX, that is neither JAX's, nor the
-explorer's, nor an installed library's (equinox, optax, diffrax, flax, ...).
+*Why* a function was compiled again is what changed in what JAX keyed its trace on (the
+arguments' types and paths, the static arguments, the function object), read from the traces
+themselves (:class:`TraceKey`) and, for a function a library wraps, from the user's own call
+(:func:`call_signature`); where no trace can be read, JAX's own tracing-cache-miss explanation
+(``jax_explain_cache_misses``, jax-ml/jax#19129), condensed to one line. *Where* the user's
+code is: the first frame, going out from JAX, that is neither JAX's, nor the explorer's, nor an
+installed library's (equinox, optax, diffrax, flax, ...).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 import re
 import site
 import sys
 import sysconfig
+import weakref
 from types import FrameType
+from typing import Any
+
+import jax
 
 FIELDS = ("name", "where", "trace_s", "lower_s", "compile_s", "n_leaves", "hlo_pre_bytes",
           "eqns", "cache_hit", "reason")
@@ -94,6 +101,7 @@ def _not_user_prefixes() -> tuple[str, ...]:
 
 
 _PREFIXES: tuple[str, ...] | None = None
+_USER: dict[str, bool] = {}  # file name -> is_user_file, asked once per file
 
 
 def is_user_file(filename: str | None) -> bool:
@@ -102,45 +110,185 @@ def is_user_file(filename: str | None) -> bool:
     global _PREFIXES
     if not filename:
         return False
+    if (known := _USER.get(filename)) is not None:
+        return known
     if filename.startswith("<"):
         return not filename.startswith("<frozen")
     if _PREFIXES is None:
         _PREFIXES = _not_user_prefixes()
-    return not os.path.abspath(filename).startswith(_PREFIXES)
+    if len(_USER) > 10_000:  # a program that writes code to new files without end
+        _USER.clear()
+    known = _USER[filename] = not os.path.abspath(filename).startswith(_PREFIXES)
+    return known
 
 
 def _at(filename: str, line: int | None) -> str:
     return f"{filename}:{line}" if line else filename
 
 
-def user_frame(frame: FrameType | None) -> tuple[str | None, str | None]:
-    """Walk out from ``frame``: the first user frame's ``file:line``, and the user's definition
-    of the callable the library was entered through, when that is the user's (a
-    ``functools.wraps`` wrapper such as ``eqx.filter_jit``'s, through ``__wrapped__``)."""
+def user_frame(frame: FrameType | None, *, call: bool = False
+               ) -> tuple[str | None, str | None, CallSignature | None]:
+    """Walk out from ``frame``: the first user frame's ``file:line``; the user's definition of
+    the callable the library was entered through, when that is the user's (a
+    ``functools.wraps`` wrapper such as ``eqx.filter_jit``'s, through ``__wrapped__``); and,
+    with ``call=True``, the user's arguments to it (:func:`call_signature`), else ``None``."""
     inner = None
     while frame is not None:
         code = frame.f_code
         if is_user_file(code.co_filename):
-            return _at(code.co_filename, frame.f_lineno), _unwrapped_definition(inner)
+            at = _at(code.co_filename, frame.f_lineno)
+            entry = _entry(inner)
+            if entry is None:
+                return at, None, None
+            fn, before, before_kw = entry
+            sig = _bound_signature(inner, fn, before, before_kw) if call else None
+            return at, _at(fn.__code__.co_filename, fn.__code__.co_firstlineno), sig
         inner = frame
         frame = frame.f_back
-    return None, None
+    return None, None, None
 
 
-def _unwrapped_definition(frame: FrameType | None) -> str | None:
+def _entry(frame: FrameType | None) -> tuple[Any, tuple, dict] | None:
+    """The user's function behind the wrapper a library frame was entered through (the frame's
+    ``self``), with the arguments that partial layers (``functools.partial``, ``eqx.Partial``:
+    a method's instance) put before the caller's; ``None`` unless that function is the user's."""
     if frame is None:
         return None
-    wrapper = frame.f_locals.get("self")
-    if wrapper is None or not hasattr(wrapper, "__wrapped__"):
+    obj = frame.f_locals.get("self")
+    before: tuple = ()
+    before_kw: dict = {}
+    for _ in range(8):  # partial layers, outermost first
+        func, args = getattr(obj, "func", None), getattr(obj, "args", None)
+        if hasattr(obj, "__wrapped__") or not callable(func) or not isinstance(args, tuple):
+            break
+        before = args + before
+        before_kw = {**(getattr(obj, "keywords", None) or {}), **before_kw}
+        obj = func
+    if obj is None or not hasattr(obj, "__wrapped__"):
         return None
     try:
-        fn = inspect.unwrap(wrapper)
-    except ValueError:  # a cycle of __wrapped__
+        fn = inspect.unwrap(obj)
+    except (ValueError, AttributeError):  # a cycle of __wrapped__, or one that raises
         return None
     code = getattr(fn, "__code__", None)
     if code is None or not is_user_file(code.co_filename):
         return None
-    return _at(code.co_filename, code.co_firstlineno)
+    return fn, before, before_kw
+
+
+# -- the user's arguments, for a function a library wraps ------------------------------------
+# A library's jit (``eqx.filter_jit``) hands JAX arguments of its own (``dynamic_nodonate``,
+# ``static``), and JAX's explanation names those. The user's own call is read from the frame
+# that entered the library (its ``*args, **kwargs``), bound to the user's function's
+# parameters, and kept as types: an array leaf as its type, any other leaf as its value.
+CallSignature = tuple  # ((parameter, PyTreeDef, (leaf, ...)), ...)
+
+
+def _bound_signature(frame: FrameType, fn: Any, before: tuple,
+                     before_kw: dict) -> CallSignature | None:
+    try:
+        info = inspect.getargvalues(frame)
+        if info.varargs is None or any(a not in ("self", "cls") for a in info.args):
+            return None  # not a plain forwarding wrapper: its arguments are not the user's
+        args = tuple(info.locals.get(info.varargs) or ())
+        kwargs = dict(info.locals.get(info.keywords) or {}) if info.keywords else {}
+        bound = inspect.signature(fn).bind(*before, *args, **before_kw, **kwargs)
+        bound.apply_defaults()
+        return call_signature(bound.arguments)
+    except Exception:  # noqa: BLE001 - a call that does not bind keeps JAX's own words
+        return None
+
+
+def call_signature(arguments: dict[str, Any]) -> CallSignature:
+    """Each argument's tree structure and leaves: an array leaf as ``("array", its type)``,
+    any other leaf as ``("value", the value)``."""
+    out = []
+    for name, value in arguments.items():
+        leaves, treedef = jax.tree_util.tree_flatten(value)
+        out.append((name, treedef, tuple(_leaf(x) for x in leaves)))
+    return tuple(out)
+
+
+def _leaf(x: Any) -> tuple[str, Any]:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        try:
+            return "array", jax.typeof(x).str_short(short_dtypes=True)
+        except Exception:  # noqa: BLE001 - array-like, but not a type JAX reads
+            return "array", f"{x.dtype}{list(x.shape)}"
+    return "value", x
+
+
+def _same(a: tuple[str, Any], b: tuple[str, Any]) -> bool:
+    if a[0] != b[0]:
+        return False
+    try:
+        return a[1] is b[1] or bool(a[1] == b[1])
+    except Exception:  # noqa: BLE001 - a value without a plain ==: the same object only
+        return False
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _leaf_paths(name: str, treedef: Any) -> list[str]:
+    """``model.layers[0].weight``: each leaf's path into the argument ``name``."""
+    try:
+        tree = jax.tree_util.tree_unflatten(treedef, [0] * treedef.num_leaves)
+        paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+        if len(paths) == treedef.num_leaves:
+            return [name + jax.tree_util.keystr(p) for p in paths]
+    except Exception:  # noqa: BLE001 - a node that cannot be rebuilt from placeholders
+        pass
+    return [f"{name} leaf {i}" for i in range(treedef.num_leaves)]
+
+
+def _tree_difference(now: Any, before: Any, around: int = 24) -> str:
+    """``is …(3, 2, 4…, was …(2, 2, 4…``: the two structures where they first differ."""
+    a, b = str(now), str(before)
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, i - around)
+
+    def cut(t: str) -> str:
+        end = i + around
+        return ("…" if start else "") + t[start:end] + ("…" if end < len(t) else "")
+    return f"is {cut(a)}, was {cut(b)}"
+
+
+def call_change(before: CallSignature | None, now: CallSignature | None) -> str | None:
+    """What differs between two calls of the same function, in one line, named by the user's
+    parameters and the paths into them; ``None`` when nothing does."""
+    if before is None or now is None:
+        return None
+    earlier = {name: (treedef, leaves) for name, treedef, leaves in before}
+    changes: list[tuple[str, str]] = []
+    for name, treedef, leaves in now:
+        if name not in earlier:
+            continue
+        treedef_b, leaves_b = earlier[name]
+        if treedef != treedef_b:
+            changes.append(("argument structure", f"{name} {_tree_difference(treedef, treedef_b)}"))
+            continue
+        paths: list[str] | None = None
+        for i, (x, y) in enumerate(zip(leaves, leaves_b)):
+            if _same(x, y):
+                continue
+            paths = paths or _leaf_paths(name, treedef)
+            if x[0] == y[0] == "array":
+                changes.append(_type_change(paths[i], x[1], y[1]))
+            elif x[0] == y[0] == "value":
+                changes.append(("static argument",
+                                f"{paths[i]} is {_short(x[1])}, was {_short(y[1])}"))
+            else:
+                now_s = x[1] if x[0] == "array" else _short(x[1])
+                was_s = y[1] if y[0] == "array" else _short(y[1])
+                changes.append(("type", f"{paths[i]} is {now_s}, was {was_s}"))
+    if not changes:
+        return None
+    kinds = list(dict.fromkeys(k for k, _ in changes))  # each kind once, in order
+    return _one_line("; ".join(_listing(k, [c for kind, c in changes if kind == k])
+                               for k in kinds))
 
 
 # -- JAX's tracing-cache-miss explanation, in one line ---------------------------------------
@@ -151,6 +299,7 @@ class Explanation:
     name: str | None
     definition: str | None  # "file:line" as JAX gives it
     reason: str | None  # None: a function JAX had never seen (a first compile)
+    never_seen: bool = False  # JAX had never seen this function object
 
 
 _NAME_RE = re.compile(r"^\s*(?:for (\S+) defined|(\S+) id=\d+)", re.MULTILINE)
@@ -177,7 +326,7 @@ def explain(message: str) -> Explanation:
         if "re-defined repeatedly" in message:
             reason = ("new function object each call: it is defined again every time, so JAX's "
                       "cache of the earlier one never applies (define it once, outside the loop)")
-        return Explanation(name, definition, reason)
+        return Explanation(name, definition, reason, never_seen=True)
     return Explanation(name, definition, _one_line(_why(message)))
 
 
@@ -253,16 +402,120 @@ def _one_line(text: str) -> str:
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
 
 
-def signature_change(before: tuple[str, ...] | None, now: tuple[str, ...] | None) -> str | None:
-    """Our own one line when JAX gives none (a function defined inside JAX, such as an eager
-    ``jnp`` call): the argument types that differ from the previous compile's."""
-    if before is None or now is None:
+# -- what a jax.jit trace was keyed on, and what changed since ------------------------------
+# JAX's tracing cache keys a trace on the function object, the arguments' types and tree
+# structure, the static arguments' values and the tracing context. The watch keeps the first
+# three of each trace (from the trace itself, ``compat.jit_trace_in_progress``) and words what
+# changed when the records are read, so a recompile costs the program nothing more than the
+# trace. (``jax_explain_cache_misses`` does the same inside tracing, comparing each miss with
+# every key its cache holds for the whole process: its cost grows with every trace.) The
+# tracing context is not public: a recompile with nothing else changed is said to be one.
+@dataclasses.dataclass(frozen=True)
+class TraceKey:
+    """What one ``jax.jit`` trace was keyed on, as far as the watch reads it."""
+
+    fun: Any  # a weak reference to the traced function (None where it takes none)
+    names: tuple[str, ...]  # each array argument's path (``params['w']``, ``x``)
+    avals: tuple[Any, ...]  # and its type
+    statics: tuple[tuple[int | str, Any], ...]  # (position or name, value) of static arguments
+
+
+def trace_key(jt: Any) -> TraceKey:
+    """The key of a trace read by ``compat.jit_trace_in_progress``."""
+    avals = tuple(jt.jaxpr.in_avals)
+    names = getattr(getattr(jt.jaxpr.jaxpr, "debug_info", None), "arg_names", None)
+    if not isinstance(names, tuple) or len(names) != len(avals) or None in names:
+        names = tuple(f"arg {i}" for i in range(len(avals)))
+    n = len(jt.args)
+    statics: list[tuple[int | str, Any]] = [
+        (i % n, jt.args[i % n]) for i in jt.static_argnums if n and -n <= i < n]
+    statics += [(k, jt.kwargs[k]) for k in jt.static_argnames if k in jt.kwargs]
+    try:
+        ref = weakref.ref(jt.fun)
+    except TypeError:  # a callable that takes no weak reference
+        ref = None
+    return TraceKey(ref, names, avals, tuple(statics))
+
+
+def definition_of(fun: Any) -> str | None:
+    """``file:line`` of a function's definition, through ``functools.wraps`` and
+    ``functools.partial`` layers (as JAX finds it for its own messages)."""
+    for _ in range(32):
+        if isinstance(fun, functools.partial):
+            fun = fun.func
+        elif (inner := getattr(fun, "__wrapped__", None)) is not None:
+            fun = inner
+        else:
+            break
+    code = getattr(fun, "__code__", None)
+    return _at(code.co_filename, code.co_firstlineno) if code is not None else None
+
+
+def _aval(a: Any) -> str:
+    try:
+        text = a.str_short(short_dtypes=True)
+    except Exception:  # noqa: BLE001 - a type of another kind: its own words
+        return str(a)
+    return text + "{weak_type=True}" if getattr(a, "weak_type", False) else text
+
+
+def _static_name(where: int | str, fun: Any) -> str:
+    if isinstance(where, str):
+        return where
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+        if where < len(params) and params[where].kind in (
+                inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            return params[where].name
+    except (TypeError, ValueError):  # a function without a signature (a builtin, say)
+        pass
+    return f"args[{where}]"
+
+
+def _key_changes(now: TraceKey, before: TraceKey) -> list[tuple[str, str]]:
+    changes: list[tuple[str, str]] = []
+    if now.names != before.names:
+        earlier, later = set(before.names), set(now.names)
+        items = ([f"{n} is new" for n in now.names if n not in earlier]
+                 + [f"{n} is gone" for n in before.names if n not in later])
+        changes.append(("argument structure", "; ".join(items) or "the arguments' order"))
+    else:
+        for name, a, b in zip(now.names, now.avals, before.avals):
+            if a != b:
+                now_s, was_s = _aval(a), _aval(b)
+                if now_s == was_s:  # the same short type: a sharding, say
+                    now_s, was_s = str(a), str(b)
+                changes.append(_type_change(name, now_s, was_s))
+    statics_b = dict(before.statics)
+    fun = now.fun() if now.fun is not None else None
+    for where, value in now.statics:
+        if where not in statics_b:
+            continue
+        old = statics_b[where]
+        if not _same(("value", value), ("value", old)):
+            changes.append(("static argument", f"{_static_name(where, fun)} is "
+                                               f"{_short(value)}, was {_short(old)}"))
+    return changes
+
+
+def _weight(changes: list[tuple[str, str]]) -> int:
+    """How far apart two keys are: a leaf whose shape and dtype both changed counts twice."""
+    return sum(2 if kind == "type" else 1 for kind, _ in changes)
+
+
+def key_change(now: TraceKey, earlier: list[TraceKey]) -> str | None:
+    """What changed since the closest of the ``earlier`` keys of the same function (the one
+    with the fewest differences, the latest of those), in one line; ``None`` when nothing
+    did."""
+    best: list[tuple[str, str]] | None = None
+    for before in reversed(earlier):
+        changes = _key_changes(now, before)
+        if best is None or _weight(changes) < _weight(best):
+            best = changes
+        if not best:
+            break
+    if not best:
         return None
-    if len(before) != len(now):
-        return f"argument count changed: {len(now)} leaves, was {len(before)}"
-    changes = [_type_change(f"arg {i}", n, b) for i, (n, b) in enumerate(zip(now, before))
-               if n != b]
-    if not changes:
-        return None
-    kinds = {k for k, _ in changes}
-    return _one_line(_listing(kinds.pop() if len(kinds) == 1 else "type", [c for _, c in changes]))
+    kinds = list(dict.fromkeys(k for k, _ in best))
+    return _one_line("; ".join(_listing(k, [c for kind, c in best if kind == k])
+                               for k in kinds))

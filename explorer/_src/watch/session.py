@@ -8,14 +8,16 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .record import FIELDS, CompileRecord
-from .watcher import HUB, Raw, build_record, hlo_chars, recompile_reason
+from .watcher import HUB, Raw, build_record, hlo_chars, module_chars, recompile_reason
+
+if TYPE_CHECKING:  # pandas is imported when a frame is asked for, not in the program's time
+    import pandas as pd
 
 DEFAULT_TOP = 0.10  # findings for the functions over this share of the total compile time
+HELD_MODULES = 256  # StableHLO modules kept unprinted; past this, the oldest is printed at once
 
 
 class Watch:
@@ -24,8 +26,9 @@ class Watch:
     Attributes:
         wall_s: seconds the block took (``None`` while it runs).
         overhead_s: of those, seconds the watch itself spent (its listeners, and writing the
-            StableHLO it reads); JAX's cache-miss explanations, made inside its tracing, are
-            not in it. Shared by watches open at the same time.
+            StableHLO it reads); JAX's cache-miss explanations, made inside its tracing
+            where the watch cannot read the traces themselves, are not in it. Shared by
+            watches open at the same time.
         notes: plain sentences about the run itself: a watch inside another, several threads
             compiling, events that could not be read.
     """
@@ -46,10 +49,15 @@ class Watch:
         self.notes: list[str] = []
         self._lock = threading.Lock()
         self._raws: list[Raw] = []
-        self._reasons: list[str | None] = []
-        self._last: dict[tuple[str, str], Raw] = {}
+        # Each record's function object, numbered within its name and place (None: unknown),
+        # told apart while it is alive: the reasons are worded later, when it may be gone.
+        self._objects: list[int | None] = []
+        self._alive: dict[tuple[str, str], list[tuple[Any, int]]] = {}
+        self._n_objects = 0
+        self._records: tuple[CompileRecord, ...] | None = None  # once closed
         self._calls: dict[tuple[str, str], tuple[float, Any]] = {}
-        self._hlo: dict[str, tuple[int | None, int | None]] = {}
+        self._sizes: dict[int, tuple[int | None, int | None]] = {}  # record -> chars, args
+        self._modules: dict[int, Any] = {}  # record -> its module, until printed
         self._errors: collections.Counter[str] = collections.Counter()
         self._state = "new"
         self._t0 = 0.0
@@ -80,7 +88,7 @@ class Watch:
         with self._lock:
             self._state = "closed"  # a compile finishing now, in another thread, is not ours
         try:
-            self._read_dumps()  # before the last watch's dump folder is removed
+            self._read_sizes(modules=False)  # before the last watch's dump folder goes
         finally:
             HUB.close(self)
             self._say_threads_and_errors()
@@ -92,25 +100,51 @@ class Watch:
         with self._lock:
             if self._state != "open":
                 return
-            self._reasons.append(recompile_reason(raw, self._last.get(key)))
+            if raw.call is not None:
+                if self.findings_wanted:
+                    seconds = raw.compile_s or 0.0
+                    if key not in self._calls or seconds > self._calls[key][0]:
+                        self._calls[key] = (seconds, raw.call)  # the slowest compile's call
+                # The call (the program's arguments) is held once, in _calls, until the
+                # findings are made; the records keep none (another watch may be fed the
+                # same raw).
+                raw = dataclasses.replace(raw, call=None)
+            if raw.module is not None:  # printed when the records are read
+                self._modules[len(self._raws)] = raw.module
+                raw = dataclasses.replace(raw, module=None)
+                if len(self._modules) > HELD_MODULES:  # a long program: hold no more
+                    oldest = next(iter(self._modules))
+                    self._sizes[oldest] = module_chars(self._modules.pop(oldest))
+            self._objects.append(self._object_number(key, raw))
             self._raws.append(raw)
-            self._last[key] = raw
-            if raw.call is not None and self.findings_wanted:
-                seconds = raw.compile_s or 0.0
-                if key not in self._calls or seconds > self._calls[key][0]:
-                    self._calls[key] = (seconds, raw.call)  # the slowest compile's call
-            # The call (the program's arguments) is held once, in _calls, until the findings
-            # are made; the record itself keeps none (another watch may be fed the same raw).
-            self._raws[-1] = dataclasses.replace(raw, call=None)
+
+    def _object_number(self, key: tuple[str, str], raw: Raw) -> int | None:
+        fun = raw.key.fun() if raw.key is not None and raw.key.fun is not None else None
+        if fun is None:
+            return None
+        alive = [(ref, n) for ref, n in self._alive.get(key, ()) if ref() is not None]
+        number = next((n for ref, n in alive if ref() is fun), None)
+        if number is None:
+            number, self._n_objects = self._n_objects, self._n_objects + 1
+            alive.append((raw.key.fun, number))
+        self._alive[key] = alive
+        return number
 
     def note_error(self, err: BaseException) -> None:
         with self._lock:
             self._errors[f"{type(err).__name__}: {err}"] += 1
 
-    def _read_dumps(self) -> None:
-        for raw in list(self._raws):
-            if raw.dump_path and raw.dump_path not in self._hlo:
-                self._hlo[raw.dump_path] = hlo_chars(raw.dump_path)
+    def _read_sizes(self, modules: bool = True) -> None:
+        """Each record's StableHLO size: from its dump file, or its module (then let go)."""
+        with self._lock:
+            raws = list(self._raws)
+            held = dict(self._modules) if modules else {}
+            self._modules = {i: m for i, m in self._modules.items() if i not in held}
+        for i, raw in enumerate(raws):
+            if raw.dump_path and i not in self._sizes:
+                self._sizes[i] = hlo_chars(raw.dump_path)
+        for i, module in held.items():
+            self._sizes[i] = module_chars(module)
 
     def _say_threads_and_errors(self) -> None:
         threads = sorted({r.thread for r in self._raws})
@@ -127,20 +161,31 @@ class Watch:
     @property
     def compiles(self) -> tuple[CompileRecord, ...]:
         """One :class:`CompileRecord` per compilation, in the order they finished."""
+        if self._records is not None:
+            return self._records
         with self._lock:
-            raws, reasons = list(self._raws), list(self._reasons)
-        if self._state == "open":
-            self._read_dumps()
+            raws, objects, closed = list(self._raws), list(self._objects), \
+                self._state == "closed"
+        self._read_sizes(modules=True)
         out = []
-        for raw, reason in zip(raws, reasons):
-            hlo, n_args = self._hlo.get(raw.dump_path, (None, None)) if raw.dump_path else \
-                (None, None)
+        seen: dict[tuple[str, str], list[int]] = {}
+        for i, raw in enumerate(raws):  # the reasons are worded here, not in the program
+            earlier = seen.setdefault((raw.name, raw.where), [])
+            same = None if objects[i] is None else [
+                raws[j] for j in earlier if objects[j] == objects[i]]
+            reason = recompile_reason(raw, [raws[j] for j in earlier], same)
+            earlier.append(i)
+            hlo, n_args = self._sizes.get(i, (None, None))
             out.append(build_record(raw, hlo, n_args, reason, self._t0))
+        if closed:
+            self._records = tuple(out)
         return tuple(out)
 
     def to_frame(self, details: bool = False) -> pd.DataFrame:
         """One row per compilation, the columns of :class:`CompileRecord`'s fields (with
         ``details=True`` also ``called_at``, ``thread`` and ``started_s``)."""
+        import pandas as pd
+
         columns = list(FIELDS) + (["called_at", "thread", "started_s"] if details else [])
         rows = [{c: getattr(r, c) for c in columns} for r in self.compiles]
         frame = pd.DataFrame(rows, columns=columns)
@@ -216,9 +261,9 @@ def watch(*, findings: bool = True, top: float = DEFAULT_TOP, pack: bool = True)
 
     ``with explorer.watch() as w: run_my_program()``, then ``print(w)``, ``w.summary()``,
     ``w.compiles``, ``w.to_html("compiles.html")``. The program computes exactly what it
-    would have; the watch only listens (``jax.monitoring`` events, JAX's cache-miss
-    explanations, the StableHLO JAX is asked to dump into a folder of ours) and puts every
-    setting back when the block ends, exception or not.
+    would have; the watch only listens (``jax.monitoring`` events, the traces JAX makes, the
+    StableHLO JAX is asked to dump into a folder of ours) and puts every setting back when the
+    block ends, exception or not.
 
     Args:
       findings: after the block, run :func:`explorer.diagnose` (tracing only: what was

@@ -7,17 +7,23 @@ How it listens, public hooks first:
   (``.../jaxpr_to_mlir_module_duration``) and XLA's compile (``.../backend_compile_duration``,
   one per compilation: the count ``jax_log_compiles`` logs); ``/jax/compilation_cache/cache_hits``
   marks a compile the persistent cache served.
-- ``jax_explain_cache_misses``: JAX's own explanation of each tracing-cache miss (why a function
-  is traced again, and where it is defined), read from its logger and kept from the user's
-  terminal unless they had asked for it.
-- ``jax_dump_ir_to`` (into a folder of ours, removed on exit): the StableHLO text each compile
-  is given, whose length is the program's size with no second lowering. Writing it happens inside
-  XLA's timed stage; that time (the dump's log record's timestamp less the stage's start) is
-  taken out of ``compile_s``.
+- Each ``jax.jit`` trace itself (``explorer._src.compat``): its equations, its arguments'
+  types and paths, its static arguments and its function, from which a recompile's cause is
+  worded when the records are read (``record.TraceKey``).
+- ``jax_explain_cache_misses``, only until the first trace is read so (the route above failed
+  otherwise): JAX's own explanation of each tracing-cache miss, read from its logger and kept
+  from the user's terminal unless they had asked for it.
+- The StableHLO module each compile is given, whose printed length is the program's size with
+  no second lowering: a reference to the module JAX's lowering cache holds anyway, printed when
+  the records are read (``explorer._src.compat``). Where that route fails, ``jax_dump_ir_to``
+  (into a folder of ours, removed on exit), until the first compile whose module is read.
+  Writing the dump happens inside XLA's timed stage; that time (the dump's log record's
+  timestamp less the stage's start) is taken out of ``compile_s``.
 - Python's own stack (``sys._getframe``) for the user's line.
 
-Two things no public hook gives, the traced jaxpr (equations, argument leaves) and the call
-(function and arguments, for findings), come through ``explorer._src.compat``, with a fallback.
+Two things no public hook gives, the traced jaxpr (equations, argument leaves, what the trace
+was keyed on) and the call (function and arguments, for findings), come through
+``explorer._src.compat``, with a fallback.
 Every listener, config option and logger setting changed is put back when the last watch
 closes, exception or not. Listeners never raise into the user's program: a failure to read an
 event is counted and said in the report.
@@ -41,7 +47,8 @@ import jax
 
 from .. import compat
 from ..core.measure import count_eqns
-from .record import CompileRecord, explain, is_user_file, signature_change, user_frame
+from .record import (CallSignature, CompileRecord, TraceKey, call_change, definition_of,
+                     explain, is_user_file, key_change, trace_key, user_frame)
 
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -80,7 +87,7 @@ class _Trace:
     definition: str | None
     reason: str | None
     never_seen: bool
-    signature: tuple[str, ...] | None
+    key: TraceKey | None
     call: Any  # compat.JitTrace or None: the function and arguments, for findings
 
 
@@ -108,8 +115,11 @@ class Raw:
     cache_hit: bool
     jax_reason: str | None
     never_seen: bool
-    signature: tuple[str, ...] | None
+    key: TraceKey | None  # what the trace was keyed on; None without a jax.jit trace read
+    user_defined: bool  # the compiled function is defined in the user's code
+    call_signature: CallSignature | None  # the user's arguments, for a function a library wraps
     dump_path: str | None
+    module: Any  # the StableHLO module (an ir.Module), printed when the records are read
     thread: str
     ended: float  # time.perf_counter()
     call: Any
@@ -163,6 +173,8 @@ class _Hub:
         self.dump_readable = False
         self.busy_s = 0.0  # seconds spent in the listeners and writing the IR dumps
         self._undo: list[Any] = []
+        self._explaining: list[Any] = []  # puts jax_explain_cache_misses back
+        self._dump_config: list[Any] = []  # puts back the options our own dump changed
 
     # -- opening and closing ----------------------------------------------------------------
     def open(self, w: Any) -> list[Any]:
@@ -185,9 +197,11 @@ class _Hub:
         undo = self._undo
         try:
             self.user_explains = bool(_config("jax_explain_cache_misses"))
-            if not self.user_explains:
+            if not self.user_explains:  # until the first trace is read (see _traced)
                 jax.config.update("jax_explain_cache_misses", True)
-                undo.append(lambda: jax.config.update("jax_explain_cache_misses", False))
+                self._explaining.append(
+                    lambda: jax.config.update("jax_explain_cache_misses", False))
+                undo.append(self._stop_explaining)
             user_dir = _config("jax_dump_ir_to")
             if user_dir:  # the user dumps already: read their files, never touch their options
                 self.own_dump, self.dump_dir = None, user_dir
@@ -198,12 +212,14 @@ class _Hub:
                 self.dump_dir, self.dump_readable = self.own_dump, True
                 own = self.own_dump
                 undo.append(lambda: shutil.rmtree(own, ignore_errors=True))
+                undo.append(self._stop_own_dump)
                 for name, value in (("jax_dump_ir_modes", "stablehlo"),
                                     ("jax_include_debug_info_in_dumps", False),
                                     ("jax_dump_ir_to", own)):
                     old = _config(name)
                     jax.config.update(name, value)
-                    undo.append(lambda name=name, old=old: jax.config.update(name, old))
+                    self._dump_config.append(
+                        lambda name=name, old=old: jax.config.update(name, old))
             for name, needed in ((EXPLAIN_LOGGER, logging.WARNING),
                                  (COMPILER_LOGGER, logging.INFO), (CACHE_LOGGER, None)):
                 logger = logging.getLogger(name)
@@ -224,6 +240,20 @@ class _Hub:
         except BaseException:
             self._uninstall()
             raise
+
+    def _stop_explaining(self) -> None:
+        with self.lock:
+            while self._explaining:
+                with contextlib.suppress(Exception):
+                    self._explaining.pop()()
+
+    def _stop_own_dump(self) -> None:
+        """Put the dump options back (the modules are read without it, or the watch ends)."""
+        with self.lock:
+            while self._dump_config:
+                step = self._dump_config.pop()
+                with contextlib.suppress(Exception):
+                    step()
 
     def _uninstall(self) -> None:
         while self._undo:
@@ -275,17 +305,20 @@ class _Hub:
         e = st.explains.pop(name, None)
         st.explains.clear()  # the rest were functions traced inside this one
         jt = compat.jit_trace_in_progress(sys._getframe(3))
-        eqns = n_leaves = signature = None
+        eqns = n_leaves = key = None
+        definition = e.definition if e else None
         if jt is not None:
+            if self._explaining:  # the trace is read: the causes come from it from now on
+                self._stop_explaining()
             eqns, n_leaves = count_eqns(jt.jaxpr), len(jt.jaxpr.in_avals)
-            if e is None:  # JAX explains only its users' functions: keep the types ourselves
-                signature = tuple(a.str_short() for a in jt.jaxpr.in_avals)
-        keep_call = e is not None and any(w.findings_wanted for w in self.watches)
+            key = trace_key(jt)
+            definition = definition_of(jt.fun) or definition
+        users = definition is not None and is_user_file(definition.rsplit(":", 1)[0])
+        keep_call = jt is not None and users and any(w.findings_wanted for w in self.watches)
         st.traces[name] = _Trace(
-            name=name, trace_s=duration, eqns=eqns, n_leaves=n_leaves,
-            definition=e.definition if e else None, reason=e.reason if e else None,
-            never_seen=e is not None and e.reason is None, signature=signature,
-            call=jt if keep_call else None)
+            name=name, trace_s=duration, eqns=eqns, n_leaves=n_leaves, definition=definition,
+            reason=e.reason if e else None, never_seen=e is not None and e.never_seen,
+            key=key, call=jt if keep_call else None)
 
     def _lowered(self, module: str, duration: float) -> None:
         st = self.local
@@ -311,10 +344,14 @@ class _Hub:
                 writing = max(0.0, dump[1] - start)
                 compile_s = max(0.0, duration - writing)  # our writing, out
                 self.busy_s += writing
+        hlo_module = compat.module_being_compiled(sys._getframe(3))
+        if hlo_module is not None and self._dump_config:  # read without the dump from now on
+            self._stop_own_dump()
         trace = low.trace if low else None
-        called_at, wrapped = user_frame(sys._getframe(3))
+        called_at, wrapped, call_signature = user_frame(sys._getframe(3), call=True)
         definition = trace.definition if trace else (low.definition if low else None)
-        if definition and is_user_file(definition.rsplit(":", 1)[0]):
+        user_defined = bool(definition and is_user_file(definition.rsplit(":", 1)[0]))
+        if user_defined:
             where = definition
         else:
             where = wrapped or called_at or definition or "<unknown>"
@@ -326,7 +363,9 @@ class _Hub:
             eqns=trace.eqns if trace else (low.eqns if low else None), cache_hit=hit,
             jax_reason=trace.reason if trace else None,
             never_seen=trace.never_seen if trace else False,
-            signature=trace.signature if trace else None, dump_path=dump_path,
+            key=trace.key if trace else None, user_defined=user_defined,
+            call_signature=call_signature,
+            dump_path=dump_path, module=hlo_module,
             thread=threading.current_thread().name, ended=ended,
             call=trace.call if trace else None)
         for w in list(self.watches):
@@ -346,9 +385,20 @@ def hlo_chars(path: str | None) -> tuple[int | None, int | None]:
         return None, None
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return hlo_figures(f.read())
     except OSError:
         return None, None
+
+
+def module_chars(module: Any) -> tuple[int | None, int | None]:
+    """The same of a module, printed as ``Lowered.as_text()`` prints it (no debug info)."""
+    try:
+        return hlo_figures(module.operation.get_asm(enable_debug_info=False))
+    except Exception:  # noqa: BLE001 - a module that no longer prints: no size, said as None
+        return None, None
+
+
+def hlo_figures(text: str) -> tuple[int, int | None]:
     main = re.search(r"func\.func public @main\((.*?)\)\s*(?:->|attributes|\{)", text, re.DOTALL)
     n_args = len(re.findall(r"%arg\d+:", main.group(1))) if main else None
     return len(text), n_args
@@ -364,22 +414,42 @@ def build_record(raw: Raw, hlo: int | None, n_args: int | None, reason: str | No
         started_s=max(0.0, raw.ended - t0))
 
 
-def recompile_reason(raw: Raw, previous: Raw | None) -> str | None:
-    """JAX's reason; where JAX gives none for a function seen before, the types that changed."""
-    if raw.jax_reason is not None:
-        return raw.jax_reason
-    if previous is None:
-        return None
-    if raw.never_seen:
-        return ("new function object: the same definition was compiled before as another "
-                "object (a fresh jax.jit or lambda each time?)")
+NEW_OBJECT = ("new function object each call: it is defined again every time, so JAX's cache "
+              "of the earlier one never applies (define it once, outside the loop)")
+
+
+def recompile_reason(raw: Raw, earlier: list[Raw], same_object: list[Raw] | None
+                     ) -> str | None:
+    """Why ``raw`` compiled, given the ``earlier`` compiles of the same function (name and
+    place) in this watch and, of those, the ones of the same function object (``None``: not
+    known). For a function a library wraps (``eqx.filter_jit``), what changed in the user's
+    own arguments; else what changed in what the trace was keyed on; else JAX's reason."""
+    if not earlier:  # first compiled here; JAX may know of an earlier compile
+        return None if raw.never_seen or raw.key is not None else raw.jax_reason
+    previous = earlier[-1]
+    if change := call_change(previous.call_signature, raw.call_signature):
+        return change
     if raw.trace_s is None:
         return ("compiled without a new trace: a transformed version of it (jax.grad or "
                 "jax.vmap of the jitted function outside jit), or JAX's caches were cleared")
-    if raw.signature is not None and raw.where == raw.called_at:  # an op JAX defines
-        return (signature_change(previous.signature, raw.signature)
-                or "an eager operation compiled again for other static parameters (a new "
-                   "shape or option of a jax.numpy call outside jit, say)")
-    return (signature_change(previous.signature, raw.signature)
-            or "compiled again with the same argument types (JAX gave no explanation: its "
-               "caches were cleared, or another device or sharding)")
+    if raw.key is not None:
+        if raw.user_defined and same_object is not None and not same_object:
+            return NEW_OBJECT
+        # JAX makes a new function for each eager operation: its own are compared by type
+        keys = [r.key for r in (same_object if raw.user_defined and same_object else earlier)
+                if r.key is not None]
+        if keys and (change := key_change(raw.key, keys)):
+            return change
+        if not raw.user_defined and raw.where == raw.called_at:  # an op JAX defines
+            return ("an eager operation compiled again for other static parameters (a new "
+                    "shape or option of a jax.numpy call outside jit, say)")
+        return ("compiled again with the same arguments: JAX's tracing context changed (a "
+                "config option or context manager such as jax.default_matmul_precision or "
+                "jax.enable_x64), or its caches were cleared")
+    if raw.jax_reason is not None:
+        return raw.jax_reason
+    if raw.never_seen:
+        return ("new function object: the same definition was compiled before as another "
+                "object (a fresh jax.jit or lambda each time?)")
+    return ("compiled again (JAX gave no explanation: its caches were cleared, or another "
+            "device or sharding)")

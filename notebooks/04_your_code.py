@@ -405,8 +405,8 @@ dashboard.servable(title="PyTree Compile Explorer")
 # program takes a long time before its first step. `with explorer.watch() as w:` records every
 # compilation the block makes, without changing what it computes: each function's name and the
 # line of your code where it is defined, its trace, lower and XLA-compile seconds, its argument
-# leaves, equations and StableHLO size, and, when a function compiles again, why (JAX's own
-# cache-miss explanation, in one line). Then it ranks the functions by compile time and runs
+# leaves, equations and StableHLO size, and, when a function compiles again, why (what changed
+# in what JAX keyed its trace on, in one line). Then it ranks the functions by compile time and runs
 # `explorer.diagnose` on the top ones, on the very call that compiled.
 #
 # The program below is a small training loop with three jitted functions:

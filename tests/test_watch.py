@@ -24,8 +24,10 @@ from _support import CPU_ENV, ROOT
 
 import explorer
 from explorer._src import compat
-from explorer._src.store import watched as storage
-from explorer._src.watch.record import FIELDS, explain, is_user_file
+from explorer.testing import WATCH_FIELDS as FIELDS
+from explorer.testing import explain_cache_miss as explain
+from explorer.testing import is_user_file
+from explorer.testing import load_watched
 
 HERE = os.path.abspath(__file__)
 
@@ -608,7 +610,7 @@ def test_cli_runs_a_script_as_python_would(tmp_path):
     assert "3 compilations" not in ok.stdout and "grow (prog.py:4)" in ok.stderr
     assert re.search(r"shape changed: x is f32\[3\], was f32\[[12]\] \(×2\)", ok.stderr)
 
-    boom = _run(["-m", "explorer._src.cli", "watch", "--no-findings", "prog.py", "--boom"],
+    boom = _run(["-m", "explorer", "watch", "--no-findings", "prog.py", "--boom"],
                 tmp_path)
     plain = _run(["prog.py", "--boom"], tmp_path)
     assert boom.returncode == plain.returncode == 1
@@ -629,7 +631,7 @@ def test_cli_runs_a_script_as_python_would(tmp_path):
 
 
 def test_cli_in_process_stores_the_run(tmp_path, capsys, monkeypatch):
-    from explorer._src.watch.cli import main
+    from explorer.watch import main
 
     script = tmp_path / "prog.py"
     script.write_text(_SCRIPT)
@@ -638,7 +640,7 @@ def test_cli_in_process_stores_the_run(tmp_path, capsys, monkeypatch):
     assert main(["--store", str(store), "--top", "1", str(script), "x"]) == 0
     out = capsys.readouterr()
     assert f"argv [{str(script)!r}, 'x']" in out.out and "stored" in out.err
-    runs, compiles, findings = storage.load(str(store))
+    runs, compiles, findings = load_watched(str(store))
     assert len(runs) == 1 and runs["status"][0] == 0
     assert len(compiles) == runs["n_compiles"][0] and "grow" in set(compiles["name"])
     assert len(findings) >= 1

@@ -216,10 +216,12 @@ def test_a_value_a_scan_returns_twice_or_reads_twice_is_one_lane():
     jaxpr = j.trace(x).jaxpr
     (scan,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
     body = scan.params["jaxpr"].jaxpr
-    lanes = [v.aval.shape[-1] for v in body.invars[scan.params["num_consts"]
-                                                  + scan.params["num_carry"]:]]
+    from explorer._src import compat  # noqa: PLC0415 - the scan's counts, across JAX versions
+
+    n_consts, n_carry = compat.scan_counts(scan.params)
+    lanes = [v.aval.shape[-1] for v in body.invars[n_consts + n_carry:]]
     assert sum(lanes) == n                        # xs: one lane per name, not two
-    ys = [v.aval.shape[-1] for v in body.outvars[scan.params["num_carry"]:]]
+    ys = [v.aval.shape[-1] for v in body.outvars[n_carry:]]
     assert sum(ys) == 2 * n                       # ys: the state and the new state
     assert "gather" not in j.lower(x).as_text()
     _same_as_jax(jax.grad(lambda x: sum(jnp.sum(v) for v in jax.tree_util.tree_leaves(f(x)))),

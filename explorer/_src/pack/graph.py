@@ -20,7 +20,6 @@ an int. Values with one signature compute one formula on different names; the ne
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -28,6 +27,8 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from ..compat import scan_counts
+from .nodes import (Const, In, Multi, Node, Op, Out, Region, Reshape, Scope, Sum, Unpackable,
+                    fresh_uid)
 
 __all__ = ["Const", "Graph", "In", "Multi", "Node", "Op", "Out", "Region", "Reshape", "Scope",
            "Sum", "Unpackable"]
@@ -41,94 +42,6 @@ _REDUCE = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "r
                      "reduce_or", "argmax", "argmin"} - {"argmax", "argmin"})
 _ADD = frozenset({"add", "add_any"})
 _SMALL_CONST = 64           # constants up to this size are interned by value
-
-_uids = itertools.count()
-
-
-class Unpackable(Exception):
-    """The program has something the packer must not touch (effects, extended dtypes)."""
-
-
-class Node:
-    """One value of the program: ``sig`` is its interned structural signature."""
-
-    __slots__ = ("dtype", "shape", "sig", "uid")
-
-    def __init__(self, sig, shape, dtype):
-        self.uid = next(_uids)
-        self.sig, self.shape, self.dtype = sig, tuple(shape), np.dtype(dtype)
-
-
-class In(Node):
-    """Lane ``lane`` of input class ``cls`` of a scope (an argument group, a loop's carry)."""
-
-    __slots__ = ("cls", "lane")
-
-
-class Const(Node):
-    """A literal or a closed-over constant (NumPy value)."""
-
-    __slots__ = ("value",)
-
-
-class Op(Node):
-    """A single-output equation on operand nodes."""
-
-    __slots__ = ("eqn", "operands")
-
-
-class Reshape(Node):
-    """A layout-free reshape of ``operand`` (never itself a :class:`Reshape`)."""
-
-    __slots__ = ("operand",)
-
-
-class Sum(Node):
-    """A sum of terms of this node's shape, held as a chain: ``prev``'s terms, then ``term``."""
-
-    __slots__ = ("counts", "eqn", "n_terms", "prev", "term")
-
-    def terms(self) -> list[Node]:
-        out, node = [], self
-        while node is not None:
-            out.append(node.term)
-            node = node.prev
-        return out[::-1]
-
-
-class Multi(Node):
-    """A several-output equation (its outputs are :class:`Out` nodes)."""
-
-    __slots__ = ("eqn", "operands")
-
-
-class Out(Node):
-    """Output ``index`` of a :class:`Multi`, or lane ``lane`` of output class ``cls`` of a
-    :class:`Region`."""
-
-    __slots__ = ("cls", "index", "lane", "parent")
-
-
-class Region(Node):
-    """A ``scan``, ``while`` or ``cond`` whose bodies are numbered in scopes of their own.
-
-    ``in_classes``: per input class, ``(role, positions)`` into ``operands``; ``scopes``:
-    the body (scan), cond and body (while), or the branches (cond); ``out_classes``: per
-    output class, ``(role, positions)`` into the equation's outputs.
-    """
-
-    __slots__ = ("eqn", "in_classes", "kind", "operands", "out_classes", "scopes")
-
-
-class Scope:
-    """The nodes of one (sub-)program: its input classes and its output nodes."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.inputs: list[list[In]] = []       # per class, lanes in order
-        self.outputs: list[Node] = []
-        self.out_order: list[int] | None = None   # outputs by class and lane, if not in order
-
 
 def _hashable(value):
     try:
@@ -434,7 +347,7 @@ class Graph:
         """``alias``: output position -> an earlier position that is the same value (a scan's
         ``ys`` that its body returns twice: one lane, read twice outside)."""
         alias = alias or {}
-        region = Region(self.sig(("region", next(_uids))), (), np.float32)
+        region = Region(self.sig(("region", fresh_uid())), (), np.float32)
         region.kind, region.eqn, region.operands = kind, eqn, operands
         region.scopes, region.in_classes = scopes, in_classes
         outputs = scopes[0].outputs if kind in ("scan", "cond") else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -273,12 +274,14 @@ class Jitted:
         before = count_eqns(closed)
         try:
             program, notes = _packed_program(closed, in_groups, out_groups, keys)
+            program.__name__ = _program_name(self.__name__, "packed")
             packed = jax.jit(program).trace(*in_structs)
             fallback = None
         except Exception as e:  # noqa: BLE001 - never a wrong number: run it leaf by leaf
             why = (str(e) if isinstance(e, Unpackable)
                    else f"packer error {type(e).__name__}: {str(e).strip()[:200]}")
             program, notes = _plain_program(closed, in_groups, out_groups), None
+            program.__name__ = _program_name(self.__name__, "unpacked")
             packed = jax.jit(program).trace(*in_structs)
             fallback = why
         report = JitReport(
@@ -339,6 +342,13 @@ def _leaf_by_leaf(emitter: Emitter, lanes: int) -> tuple[tuple[str, int, str], .
     return tuple(sorted(rows))
 
 
+def _program_name(name: str, kind: str) -> str:
+    """The compiled program's name: the user's function's, so that JAX's module name and
+    ``explorer.watch``'s rows say whose program it is (``loss_packed``)."""
+    name = re.sub(r"\W+", "_", name).strip("_")
+    return f"{name}_{kind}" if name else kind
+
+
 def _leaf_key(x):
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
@@ -382,7 +392,6 @@ def _packed_program(closed, in_groups, out_groups, keys):
                 result.append(state.full(nodes, nodes[0].shape, nodes[0].dtype))
         return tuple(result)
 
-    program.__name__ = "packed"
     return program, notes
 
 
@@ -419,7 +428,6 @@ def _plain_program(closed, in_groups, out_groups):
                           jax.numpy.stack([outs[i] for i in idx]))
         return tuple(result)
 
-    program.__name__ = "unpacked"
     return program
 
 

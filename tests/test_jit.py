@@ -330,6 +330,7 @@ def test_side_effects_run_unpacked_with_the_same_numbers():
 
     j = _same_as_jax(loss, _names(3))
     assert "side effects" in j.report.fallback
+    assert "@jit_loss_unpacked" in j.lower(_names(3)).as_text()
 
 
 # -- the jax.jit surface -----------------------------------------------------------------------
@@ -493,3 +494,43 @@ def test_the_gradient_programs_read_slices_and_stay_array_sized(name):
         ratios.append(len(text) / len(jax.jit(a.function("grad")).lower(*a.args).as_text()))
         _close(j(*d.args), jax.jit(d.function("grad"))(*d.args), rtol=1e-4, atol=1e-5)
     assert max(ratios) <= 2.0 and ratios[1] <= ratios[0] * 1.05
+
+
+def test_a_carry_the_body_updates_in_separate_packs_is_carried_in_pieces():
+    """The transposed scan of jax#4667's gradient carries the parameters' cotangents and the
+    states' in one class of 2N lanes, updated by two formulas: each half is its own carry, so
+    the step neither slices nor concatenates it (as the array program's gradient). The same
+    for a while loop's carry, and its numbers are jax.jit's."""
+    states, params = _dict_data(20)
+    j = _same_as_jax(sum_of_squares_loss_gradient, example_dynamics, states, params,
+                     static_argnums=0, rtol=1e-4)
+    scans = [e for e in j.trace(example_dynamics, states, params).jaxpr.eqns
+             if e.primitive.name == "scan"]
+    assert any(("carry", 40) in r.classes for r in j.report.regions)
+    backward = scans[-1].params["jaxpr"].jaxpr
+    assert scans[-1].params["num_carry"] == 2
+    assert not {"concatenate", "slice", "gather"} & {e.primitive.name for e in backward.eqns}
+
+    def two_formulas(x, n):
+        def body(i, c):
+            a, b = c
+            return {k: 0.5 * v + 0.1 for k, v in a.items()}, {k: jnp.sin(v) for k, v in b.items()}
+        a, b = lax.fori_loop(0, n, body, (x, {k: v + 1 for k, v in x.items()}))
+        return sum(a.values()) + sum(b.values()), b
+
+    x = _names(15)
+    j = _same_as_jax(two_formulas, x, 3)
+    loops = [e for e in j.trace(x, 3).jaxpr.eqns if e.primitive.name == "while"]
+    body = loops[0].params["body_jaxpr"].jaxpr
+    assert any(("carry", 30) in r.classes for r in j.report.regions)
+    assert [v.aval.shape for v in body.invars][-2:] == [(15,), (15,)]
+    assert "concatenate" not in {e.primitive.name for e in body.eqns}
+    _same_as_jax(jax.grad(lambda x: two_formulas(x, 3)[0]), x)
+
+
+def test_the_compiled_program_is_named_after_the_users_function():
+    states, params = _dict_data(4)
+    j = explorer.jit(sum_of_squares_loss, static_argnums=0)
+    text = j.lower(example_dynamics, states, params).as_text()
+    assert "@jit_sum_of_squares_loss_packed" in text
+    assert explorer.jit(lambda x: x * 2).lower(np.float32(1)).as_text().count("lambda_packed")

@@ -359,7 +359,9 @@ def test_lower_compile_trace_and_measure_work_on_the_packed_program():
     assert isinstance(lowered, jax.stages.Lowered)
     compiled = lowered.compile()
     stacked = j.pack_args(example_dynamics, states, params)
-    assert [a.shape for a in stacked] == [(8, 12), (8,)]
+    # The observations, read beside the scan's predictions, come steps first as those do.
+    assert [a.shape for a in stacked] == [(12, 8), (8,)]
+    assert j.report.steps_first == (0,) and "12] -> one array, steps first" in str(j.report)
     np.testing.assert_allclose(compiled(*stacked),
                                sum_of_squares_loss(example_dynamics, states, params), rtol=1e-5)
     assert isinstance(j.trace(example_dynamics, states, params), jax.stages.Traced)
@@ -510,6 +512,10 @@ def test_a_carry_the_body_updates_in_separate_packs_is_carried_in_pieces():
     backward = scans[-1].params["jaxpr"].jaxpr
     assert scans[-1].params["num_carry"] == 2
     assert not {"concatenate", "slice", "gather"} & {e.primitive.name for e in backward.eqns}
+    # The observations come steps first, as the forward scan returns its predictions and the
+    # transposed scan reads its cotangents: no array of steps is transposed on the way.
+    top = j.trace(example_dynamics, states, params).jaxpr.jaxpr.eqns
+    assert all(e.invars[0].aval.size <= 20 for e in top if e.primitive.name == "transpose")
 
     def two_formulas(x, n):
         def body(i, c):

@@ -175,35 +175,67 @@ class Pieces:
         return (int(self.starts[-1]), *self.parts[0].shape[1:])
 
 
+class Moved:
+    """A vector whose lane axis is 1, not 0: a scan's stacked ``ys`` as ``lax.scan`` stacks
+    them (steps first), and what elementwise formulas compute from them. A scan reads it as
+    its ``xs`` as it is; a reader that needs lanes first moves it (one transpose, made once)."""
+
+    def __init__(self, value):
+        self.value = value
+        self._lanes_first = None
+
+    @property
+    def shape(self):
+        s = self.value.shape
+        return (s[1], s[0], *s[2:])
+
+    def lanes_first(self) -> jax.Array:
+        if self._lanes_first is None:
+            self._lanes_first = jnp.moveaxis(self.value, 1, 0)
+        return self._lanes_first
+
+
+def _lanes_first(v):
+    return v.lanes_first() if isinstance(v, Moved) else v
+
+
 def index(v, lane: int) -> jax.Array:
     """Lane ``lane`` of ``v`` (axis 0, dropped)."""
+    if isinstance(v, Moved):
+        return lax.index_in_dim(v.value, lane, 1, keepdims=False)
     if isinstance(v, Pieces):
         k = int(np.searchsorted(v.starts, lane, side="right")) - 1
         v, lane = v.parts[k], lane - int(v.starts[k])
     return lax.index_in_dim(v, lane, 0, keepdims=False)
 
 
-def take(v, lanes) -> jax.Array:
-    """Lanes ``lanes`` of ``v`` (axis 0): ``v`` itself, a static slice, or one gather."""
+def take(v, lanes, axis: int = 0) -> jax.Array:
+    """Lanes ``lanes`` of ``v`` (axis 0): ``v`` itself, a static slice, or one gather. Of a
+    :class:`Moved` vector, a :class:`Moved` vector."""
     idx = np.asarray(lanes, np.int64)
+    if isinstance(v, Moved):
+        if len(idx) == v.shape[0] and np.array_equal(idx, np.arange(len(idx))):
+            return v
+        return Moved(take(v.value, idx, axis=1))
     if isinstance(v, Pieces):
         piece = np.searchsorted(v.starts, idx, side="right") - 1
         breaks = np.flatnonzero(np.diff(piece)) + 1
         parts = [take(v.parts[int(piece[run[0]])], idx[run] - v.starts[piece[run[0]]])
                  for run in np.split(np.arange(len(idx)), breaks)]
         return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
-    if len(idx) == v.shape[0] and np.array_equal(idx, np.arange(len(idx))):
+    if len(idx) == v.shape[axis] and np.array_equal(idx, np.arange(len(idx))):
         return v
     step = _stride(idx)
     if step:
-        return lax.slice_in_dim(v, int(idx[0]), int(idx[-1]) + 1, step, axis=0)
+        return lax.slice_in_dim(v, int(idx[0]), int(idx[-1]) + 1, step, axis=axis)
     # A few runs of consecutive lanes (a neighbour read: lanes 1..N-1, then lane 0): their
     # slices concatenated, instead of a gather whose index array of N lanes is a constant.
     breaks = np.flatnonzero(np.diff(idx) != 1) + 1
     if len(breaks) < _MAX_RUNS:
-        return jnp.concatenate([lax.slice_in_dim(v, int(run[0]), int(run[-1]) + 1, 1, axis=0)
-                                for run in np.split(idx, breaks)], axis=0)
-    return jnp.take(v, idx, axis=0, unique_indices=len(set(idx.tolist())) == len(idx),
+        return jnp.concatenate([lax.slice_in_dim(v, int(run[0]), int(run[-1]) + 1, 1,
+                                                 axis=axis)
+                                for run in np.split(idx, breaks)], axis=axis)
+    return jnp.take(v, idx, axis=axis, unique_indices=len(set(idx.tolist())) == len(idx),
                     indices_are_sorted=bool(np.all(np.diff(idx) > 0)), mode="clip")
 
 
@@ -337,15 +369,21 @@ class State:
         pieces, order = [], []
         for positions in parts.values():
             value, batched = self.lanes(tuple(nodes[i] for i in positions))
+            value = _lanes_first(value)
             if not batched:
                 value = jnp.broadcast_to(value, (len(positions), *jnp.shape(value)))
             pieces.append(value)
             order.extend(positions)
         return take(jnp.concatenate(pieces, axis=0), np.argsort(order)), True
 
-    def full(self, nodes, shape, dtype) -> jax.Array:
-        """``nodes`` as one ``(len(nodes), *shape)`` array of ``dtype``."""
+    def full(self, nodes, shape, dtype, moved: bool = False) -> jax.Array:
+        """``nodes`` as one ``(len(nodes), *shape)`` array of ``dtype``; with ``moved``, a
+        :class:`Moved` vector stays one."""
         value, batched = self.lanes(tuple(nodes))
+        if isinstance(value, Moved):
+            if moved:
+                return Moved(lax.convert_element_type(value.value, dtype))
+            value = value.lanes_first()
         if not batched:
             value = jnp.broadcast_to(value, (len(nodes), *shape))
         return lax.convert_element_type(value, dtype)
@@ -364,6 +402,7 @@ class State:
             return _take_pack(value, [m.lane for m in members]), True
         if isinstance(first, Reshape):
             value, batched = self.lanes(tuple(m.operand for m in members))
+            value = _lanes_first(value)
             return jnp.reshape(value, ((n,) if batched else ()) + first.shape), batched
         if isinstance(first, Op):
             with _scope(first.eqn):
@@ -400,8 +439,34 @@ class State:
             self.em.singles[name] = self.em.singles.get(name, 0) + 1
         ops = [self.lanes(tuple(ol[k] for ol in operand_lists))
                for k in range(len(operand_lists[0]))]
-        values = [v for v, _ in ops]
-        axes = tuple(0 if b else None for _, b in ops)
+        moved = [isinstance(v, Moved) for v, _ in ops]
+        values = [v.value if m else v for (v, _), m in zip(ops, moved)]
+        axes = tuple((1 if m else 0) if b else None for (_, b), m in zip(ops, moved))
+        # A formula of a moved vector whose operands are per lane shaped like its result (or
+        # scalars) computes moved: the observations minus a scan's predictions, handed to the
+        # transposed scan as its xs, are moved once, not there and back.
+        out_axis = 0
+        if any(moved) and not multi and not eqn.primitive.multiple_results:
+            shape = tuple(eqn.outvars[0].aval.shape)
+            if shape and all(tuple(v.aval.shape) in (shape, ()) for v in eqn.invars):
+                out_axis = 1
+                # Every operand but a plain scalar as the result is laid out (steps, lanes,
+                # ...): JAX's batching rule then keeps the lane axis where it is.
+                full = (shape[0], n, *shape[1:])
+                for k, ((v, b), var) in enumerate(zip(ops, eqn.invars)):
+                    mine = tuple(var.aval.shape)
+                    if moved[k]:
+                        continue
+                    if b and mine == shape:
+                        values[k] = jnp.moveaxis(v, 0, 1)
+                    elif b:
+                        values[k] = lax.broadcast_in_dim(v, full, (1,))
+                    elif mine == shape:
+                        values[k] = lax.broadcast_in_dim(
+                            v, full, (0, *range(2, len(full))))
+                    else:
+                        continue
+                    axes = axes[:k] + (1,) + axes[k + 1:]
         if multi:
             def call(*a):
                 return _eval_eqn(eqn, a)
@@ -416,10 +481,12 @@ class State:
         why = vectorises(eqn, axes, values) if not multi else None
         if why is None:
             try:
-                return jax.vmap(call, in_axes=axes)(*values), True
+                out = jax.vmap(call, in_axes=axes, out_axes=out_axis)(*values)
+                return (Moved(out) if out_axis else out), True
             except Exception as e:  # noqa: BLE001 - a sub-program vmap refuses: lane by lane
                 why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e) else ''}"
         self.em.note(eqn.primitive.name, n, why)
+        values = [_lanes_first(v) for v, _ in ops]
         lanes = [call(*[v[j] if b else v for v, (_, b) in zip(values, ops)]) for j in range(n)]
         if multi:
             return tuple(jnp.stack(outs) for outs in zip(*lanes)), True
@@ -436,6 +503,7 @@ class State:
                    for terms in per_lane]
             c = len(mat[0])
             value, batched = self.lanes(tuple(t for row in mat for t in row))
+            value = _lanes_first(value)
             if batched:
                 if n == 1:
                     part, part_batched = jnp.sum(value, axis=0), False
@@ -456,7 +524,10 @@ class State:
         out = []
         for cls, (role, positions) in enumerate(region.in_classes):
             nodes = [region.operands[p] for p in positions]
-            out.append(_cut(self.full, nodes, (cuts or {}).get(cls)))
+            if role == "xs" and region.kind == "scan":
+                out.append(self.full(nodes, nodes[0].shape, nodes[0].dtype, moved=True))
+            else:
+                out.append(_cut(self.full, nodes, (cuts or {}).get(cls)))
         return out
 
     def _class_outputs(self, state: State, region: Region, outputs, roles=None, cuts=None):
@@ -503,11 +574,12 @@ class State:
                 return (self._class_outputs(state, region, outs, ("carry",), cuts),
                         self._class_outputs(state, region, outs, ("ys",)))
 
-            xs = [jnp.moveaxis(vecs[i], 1, 0) for i in xs_ids]
+            xs = [vecs[i].value if isinstance(vecs[i], Moved) else jnp.moveaxis(vecs[i], 1, 0)
+                  for i in xs_ids]
             carry, ys = lax.scan(body, [vecs[i] for i in carry_ids], xs or None,
                                  length=p["length"], reverse=p["reverse"], unroll=p["unroll"])
             result = ([Pieces(v) if isinstance(v, list) else v for v in carry]
-                      + [jnp.moveaxis(y, 1, 0) for y in ys])
+                      + [Moved(y) for y in ys])
         elif region.kind == "while":
 
             def cond_fun(carry):

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jex_core
 
-from .emit import Emitter
-from .graph import Graph, Region, Scope, Unpackable
+from .emit import Emitter, Moved
+from .graph import Graph, In, Op, Out, Region, Scope, Unpackable
 from .plan import ScopePlan, plan_scope
 from .step_layout import _natural_key
 
@@ -66,6 +66,8 @@ class JitReport:
         leaf_by_leaf: ``(primitive, lanes, why)`` for what was evaluated leaf by leaf.
         fallback: Why the program was not packed at all (it then runs as ``jax.jit(fun)``
             does, leaf by leaf), or ``None``.
+        steps_first: Indices into ``inputs`` of the arrays stacked steps first (lane axis 1,
+            as ``lax.scan`` stacks what it returns): read beside a scan's outputs.
         trace_s: Seconds ``jax.jit(fun).trace`` took (what ``jax.jit`` pays too).
         pack_s: Seconds the packer took beyond that (number, plan, trace the packed program).
     """
@@ -77,14 +79,16 @@ class JitReport:
     regions: tuple[RegionReport, ...]
     leaf_by_leaf: tuple[tuple[str, int, str], ...]
     fallback: str | None = None
+    steps_first: tuple[int, ...] = ()
     trace_s: float | None = None
     pack_s: float | None = None
 
     def __str__(self) -> str:
         lines = [f"{self.eqns_before} equations before, {self.eqns_after} after"
                  + (f" (not packed: {self.fallback})" if self.fallback else "")]
-        for arg, shape, dtype, n in self.inputs:
-            lines.append(f"  input {arg}: {n} leaves {dtype}{list(shape)} -> one array")
+        for k, (arg, shape, dtype, n) in enumerate(self.inputs):
+            lines.append(f"  input {arg}: {n} leaves {dtype}{list(shape)} -> one array"
+                         + (", steps first" if k in self.steps_first else ""))
         lines += [f"  {r}" for r in self.regions]
         for name, n, why in self.leaf_by_leaf:
             lines.append(f"  leaf by leaf: {n} lanes of {name} ({why})")
@@ -112,6 +116,7 @@ class _Entry:
 
     in_groups: list[list[int]]              # per stacked input: flat leaf indices
     in_structs: list[jax.ShapeDtypeStruct]
+    in_axes: list[int]                      # per stacked input: its lane axis (0 or 1)
     out_groups: list[list[int]]             # per packed output: flat output indices
     out_treedef: Any
     traced: Any                             # jax.stages.Traced of the packed program
@@ -142,6 +147,10 @@ def _one_line(err: BaseException, what: str) -> BaseException:
 
 class Jitted:
     """``fun`` compiled by :func:`jit`; call it like ``jax.jit(fun)``."""
+
+    # Whether an argument group may be stacked steps first (lane axis 1); explorer.pack's
+    # contract is lanes first.
+    _steps_first = True
 
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=()):
         if not callable(fun):
@@ -272,16 +281,20 @@ class Jitted:
         inputs = tuple((arg, shape, np.dtype(dt).name, len(g))
                        for (arg, shape, dt), g in groups.items())
         before = count_eqns(closed)
+        in_axes = [0] * len(in_groups)
         try:
-            program, notes = _packed_program(closed, in_groups, out_groups, keys)
+            program, notes = _packed_program(closed, in_groups, out_groups, keys,
+                                             self._steps_first)
             program.__name__ = _program_name(self.__name__, "packed")
-            packed = jax.jit(program).trace(*in_structs)
+            in_axes = [int(c in notes["steps_first"]) for c in range(len(in_groups))]
+            packed = jax.jit(program).trace(*_moved_structs(in_structs, in_axes))
             fallback = None
         except Exception as e:  # noqa: BLE001 - never a wrong number: run it leaf by leaf
             why = (str(e) if isinstance(e, Unpackable)
                    else f"packer error {type(e).__name__}: {str(e).strip()[:200]}")
             program, notes = _plain_program(closed, in_groups, out_groups), None
             program.__name__ = _program_name(self.__name__, "unpacked")
+            in_axes = [0] * len(in_groups)
             packed = jax.jit(program).trace(*in_structs)
             fallback = why
         report = JitReport(
@@ -290,14 +303,17 @@ class Jitted:
             regions=() if notes is None else tuple(notes["regions"]),
             leaf_by_leaf=() if notes is None else _leaf_by_leaf(
                 notes["emitter"], max(len(g) for g in in_groups) if in_groups else 0),
-            fallback=fallback, trace_s=traced_at - start,
+            fallback=fallback, steps_first=tuple(c for c, a in enumerate(in_axes) if a),
+            trace_s=traced_at - start,
             pack_s=time.perf_counter() - traced_at)
-        return _Entry(in_groups, in_structs, out_groups, out_treedef, packed, report, program)
+        return _Entry(in_groups, _moved_structs(in_structs, in_axes), in_axes, out_groups,
+                      out_treedef, packed, report, program)
 
     @staticmethod
     def _traced_call(entry: _Entry, leaves):
-        stacked = [jnp.stack([jnp.asarray(leaves[i], struct.dtype) for i in idx])
-                   for idx, struct in zip(entry.in_groups, entry.in_structs)]
+        stacked = [jnp.stack([jnp.asarray(leaves[i], struct.dtype) for i in idx], axis=axis)
+                   for idx, struct, axis in zip(entry.in_groups, entry.in_structs,
+                                                entry.in_axes)]
         outs = entry.program(*stacked)
         flat = [None] * sum(len(g) for g in entry.out_groups)
         for idx, value in zip(entry.out_groups, outs):
@@ -311,8 +327,8 @@ class Jitted:
     @staticmethod
     def _stack(entry: _Entry, leaves) -> tuple[np.ndarray, ...]:
         out = []
-        for idx, struct in zip(entry.in_groups, entry.in_structs):
-            out.append(np.stack([np.asarray(leaves[i], struct.dtype) for i in idx]))
+        for idx, struct, axis in zip(entry.in_groups, entry.in_structs, entry.in_axes):
+            out.append(np.stack([np.asarray(leaves[i], struct.dtype) for i in idx], axis=axis))
         return tuple(out)
 
     @staticmethod
@@ -358,9 +374,40 @@ def _leaf_key(x):
             np.ndarray and not isinstance(x, jax.Array))
 
 
-def _packed_program(closed, in_groups, out_groups, keys):
+def _moved_structs(structs, axes):
+    return [jax.ShapeDtypeStruct((s.shape[1], s.shape[0], *s.shape[2:]), s.dtype) if a else s
+            for s, a in zip(structs, axes)]
+
+
+def _steps_first(plan: ScopePlan) -> set[int]:
+    """Input groups to stack steps first (lane axis 1, as ``lax.scan`` stacks its ``ys``):
+    those a formula of the top-level program reads beside a scan's ``ys`` with their shape
+    per lane (the observations minus the predictions), so that neither is transposed."""
+    out = set()
+    for pack in plan.packs:
+        first = pack.members[0]
+        if not isinstance(first, Op) or len(pack.members) < 2:
+            continue
+        shape = tuple(first.eqn.outvars[0].aval.shape)
+        if not shape or any(tuple(v.aval.shape) not in (shape, ()) for v in first.eqn.invars):
+            continue
+        ins, ys = set(), False
+        for k in range(len(first.operands)):
+            read = [m.operands[k] for m in pack.members]
+            if all(isinstance(o, In) and o.shape == shape for o in read):
+                ins |= {o.cls for o in read}
+            elif all(isinstance(o, Out) and o.cls is not None and o.parent.kind == "scan"
+                     and o.parent.out_classes[o.cls][0] == "ys" for o in read):
+                ys = True
+        if ys:
+            out |= ins
+    return out
+
+
+def _packed_program(closed, in_groups, out_groups, keys, steps_first=True):
     """The packed program as a function of the stacked inputs, and what the packer noted.
-    ``keys``: per flat leaf, the natural key of its path (what orders a loop's lanes)."""
+    ``keys``: per flat leaf, the natural key of its path (what orders a loop's lanes);
+    ``steps_first``: whether input groups may come steps first (``notes["steps_first"]``)."""
     graph = Graph()
     top = Scope("program")
     invars = closed.jaxpr.invars
@@ -375,14 +422,16 @@ def _packed_program(closed, in_groups, out_groups, keys):
     top.outputs = graph.inline(closed.jaxpr, closed.consts, args, top)
     top.out_order = [i for idx in out_groups for i in idx]
     plan = plan_scope(top)
+    moved = _steps_first(plan) if steps_first else set()
     notes: dict[str, Any] = {"packs": len(plan.packs), "emitter": Emitter(),
-                             "regions": _region_reports(plan)}
+                             "regions": _region_reports(plan), "steps_first": moved}
     outs = top.outputs
 
     def program(*stacked):
         emitter = Emitter()
         notes["emitter"] = emitter
-        state = emitter.run(plan, list(stacked))
+        state = emitter.run(plan, [Moved(v) if c in moved else v
+                                   for c, v in enumerate(stacked)])
         result = []
         for idx in out_groups:
             nodes = [outs[i] for i in idx]

@@ -366,14 +366,30 @@ class State:
         parts: dict = {}
         for i, loc in enumerate(locs):
             parts.setdefault("const" if loc is None else loc[0], []).append(i)
-        pieces, order = [], []
+        got, order = [], []
         for positions in parts.values():
-            value, batched = self.lanes(tuple(nodes[i] for i in positions))
+            got.append((*self.lanes(tuple(nodes[i] for i in positions)), len(positions)))
+            order.extend(positions)
+        shape = first.shape
+        if shape and any(isinstance(v, Moved) for v, _, _ in got):
+            # Some pieces are steps first (a scan's outputs): joined steps first, so that a
+            # transposed scan reads them as its xs without moving any of them.
+            pieces = []
+            for value, batched, n in got:
+                if isinstance(value, Moved):
+                    pieces.append(value.value)
+                elif batched:
+                    pieces.append(jnp.moveaxis(value, 0, 1))
+                else:
+                    pieces.append(jnp.broadcast_to(jnp.expand_dims(value, 1),
+                                                   (shape[0], n, *shape[1:])))
+            return Moved(take(jnp.concatenate(pieces, axis=1), np.argsort(order), axis=1)), True
+        pieces = []
+        for value, batched, n in got:
             value = _lanes_first(value)
             if not batched:
-                value = jnp.broadcast_to(value, (len(positions), *jnp.shape(value)))
+                value = jnp.broadcast_to(value, (n, *jnp.shape(value)))
             pieces.append(value)
-            order.extend(positions)
         return take(jnp.concatenate(pieces, axis=0), np.argsort(order)), True
 
     def full(self, nodes, shape, dtype, moved: bool = False) -> jax.Array:

@@ -540,3 +540,28 @@ def test_the_compiled_program_is_named_after_the_users_function():
     text = j.lower(example_dynamics, states, params).as_text()
     assert "@jit_sum_of_squares_loss_packed" in text
     assert explorer.jit(lambda x: x * 2).lower(np.float32(1)).as_text().count("lambda_packed")
+
+
+def test_scan_outputs_read_steps_first_by_any_formula_give_jax_jits_numbers():
+    """A scan's stacked outputs stay steps first: read beside the observations, by neighbours
+    (some lanes), by formulas that are not elementwise (cumsum, a reversal, a matrix product,
+    a reshape) and returned as they are, the numbers are jax.jit's."""
+    names = [f"x{i}" for i in range(6)]
+    rng = np.random.default_rng(3)
+    obs = {k: rng.normal(size=(9, 2)).astype(np.float32) for k in names}
+    gain = {k: np.float32(rng.uniform(0.5, 1.0)) for k in names}
+
+    def loss(obs, gain):
+        init = {k: o[0] for k, o in obs.items()}
+        step = lambda s, _: ({k: v * gain[k] for k, v in s.items()}, s)   # noqa: E731
+        pred = lax.scan(step, init, None, length=9)[1]
+        err = {k: obs[k] - pred[k] for k in names}
+        total = sum(jnp.sum(jnp.cumsum(e, axis=0) ** 2) for e in err.values())
+        total += sum(jnp.sum(pred[a] * pred[b][::-1]) for a, b in zip(names, names[1:]))
+        total += sum(jnp.sum(e @ jnp.ones((2, 3))) + jnp.sum(jnp.reshape(e, (18,))[::2])
+                     for e in err.values())
+        return total, pred
+
+    j = _same_as_jax(loss, obs, gain, rtol=1e-4)
+    assert j.report.fallback is None and j.report.steps_first
+    _same_as_jax(jax.grad(lambda o, g: loss(o, g)[0], argnums=(0, 1)), obs, gain, rtol=1e-4)

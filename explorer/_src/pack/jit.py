@@ -25,7 +25,7 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from .emit import Emitter, Moved
-from .graph import Graph, In, Op, Out, Region, Scope, Unpackable
+from .graph import Graph, Region, Scope, Unpackable
 from .plan import ScopePlan, plan_scope
 from .step_layout import _natural_key
 
@@ -67,7 +67,7 @@ class JitReport:
         fallback: Why the program was not packed at all (it then runs as ``jax.jit(fun)``
             does, leaf by leaf), or ``None``.
         steps_first: Indices into ``inputs`` of the arrays stacked steps first (lane axis 1,
-            as ``lax.scan`` stacks what it returns): read beside a scan's outputs.
+            as ``lax.scan`` stacks what it returns): those whose leaves have axes.
         trace_s: Seconds ``jax.jit(fun).trace`` took (what ``jax.jit`` pays too).
         pack_s: Seconds the packer took beyond that (number, plan, trace the packed program).
     """
@@ -281,12 +281,15 @@ class Jitted:
         inputs = tuple((arg, shape, np.dtype(dt).name, len(g))
                        for (arg, shape, dt), g in groups.items())
         before = count_eqns(closed)
-        in_axes = [0] * len(in_groups)
+        # Leaves with axes (a time series per name) are stacked steps first, as lax.scan stacks
+        # what it returns: the observations minus a scan's predictions move nothing. The rule
+        # reads only the arguments, so two functions of the same arguments (a loss and its
+        # rollout) take the same stacked arrays.
+        in_axes = [int(self._steps_first and len(s.shape) > 1) for s in in_structs]
         try:
             program, notes = _packed_program(closed, in_groups, out_groups, keys,
-                                             self._steps_first)
+                                             {c for c, a in enumerate(in_axes) if a})
             program.__name__ = _program_name(self.__name__, "packed")
-            in_axes = [int(c in notes["steps_first"]) for c in range(len(in_groups))]
             packed = jax.jit(program).trace(*_moved_structs(in_structs, in_axes))
             fallback = None
         except Exception as e:  # noqa: BLE001 - never a wrong number: run it leaf by leaf
@@ -379,35 +382,10 @@ def _moved_structs(structs, axes):
             for s, a in zip(structs, axes)]
 
 
-def _steps_first(plan: ScopePlan) -> set[int]:
-    """Input groups to stack steps first (lane axis 1, as ``lax.scan`` stacks its ``ys``):
-    those a formula of the top-level program reads beside a scan's ``ys`` with their shape
-    per lane (the observations minus the predictions), so that neither is transposed."""
-    out = set()
-    for pack in plan.packs:
-        first = pack.members[0]
-        if not isinstance(first, Op) or len(pack.members) < 2:
-            continue
-        shape = tuple(first.eqn.outvars[0].aval.shape)
-        if not shape or any(tuple(v.aval.shape) not in (shape, ()) for v in first.eqn.invars):
-            continue
-        ins, ys = set(), False
-        for k in range(len(first.operands)):
-            read = [m.operands[k] for m in pack.members]
-            if all(isinstance(o, In) and o.shape == shape for o in read):
-                ins |= {o.cls for o in read}
-            elif all(isinstance(o, Out) and o.cls is not None and o.parent.kind == "scan"
-                     and o.parent.out_classes[o.cls][0] == "ys" for o in read):
-                ys = True
-        if ys:
-            out |= ins
-    return out
-
-
-def _packed_program(closed, in_groups, out_groups, keys, steps_first=True):
+def _packed_program(closed, in_groups, out_groups, keys, moved=frozenset()):
     """The packed program as a function of the stacked inputs, and what the packer noted.
     ``keys``: per flat leaf, the natural key of its path (what orders a loop's lanes);
-    ``steps_first``: whether input groups may come steps first (``notes["steps_first"]``)."""
+    ``moved``: the stacked inputs that come steps first (lane axis 1)."""
     graph = Graph()
     top = Scope("program")
     invars = closed.jaxpr.invars
@@ -422,9 +400,8 @@ def _packed_program(closed, in_groups, out_groups, keys, steps_first=True):
     top.outputs = graph.inline(closed.jaxpr, closed.consts, args, top)
     top.out_order = [i for idx in out_groups for i in idx]
     plan = plan_scope(top)
-    moved = _steps_first(plan) if steps_first else set()
     notes: dict[str, Any] = {"packs": len(plan.packs), "emitter": Emitter(),
-                             "regions": _region_reports(plan), "steps_first": moved}
+                             "regions": _region_reports(plan)}
     outs = top.outputs
 
     def program(*stacked):

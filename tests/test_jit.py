@@ -565,3 +565,25 @@ def test_scan_outputs_read_steps_first_by_any_formula_give_jax_jits_numbers():
     j = _same_as_jax(loss, obs, gain, rtol=1e-4)
     assert j.report.fallback is None and j.report.steps_first
     _same_as_jax(jax.grad(lambda o, g: loss(o, g)[0], argnums=(0, 1)), obs, gain, rtol=1e-4)
+
+
+def test_two_functions_of_the_same_arguments_take_the_same_stacked_arrays():
+    """The stacked layout (time series steps first) is read from the arguments alone: a loss
+    and its rollout take the same arrays, as the jit representation hands them over."""
+    states, params = _dict_data(5)
+
+    def rollout(states, params):
+        init = {k: s[0] for k, s in states.items()}
+        return propagate_dynamics(example_dynamics, init, 12, params)
+
+    def loss(states, params):
+        return sum_of_squares_loss(example_dynamics, states, params)
+
+    jl, jr = explorer.jit(loss), explorer.jit(rollout)
+    stacked = jl.pack_args(states, params)
+    assert [a.shape for a in stacked] == [a.shape for a in jr.pack_args(states, params)]
+    assert [a.shape for a in stacked] == [(12, 5), (5,)]
+    program, _ = jr.packed_function(states, params)
+    want = jax.jit(rollout)(states, params)
+    got = np.asarray(program(*stacked)[0])              # lanes first, as outputs come
+    _close(list(got), [want[k] for k in sorted(want, key=lambda k: int(k.split("_")[1]))])

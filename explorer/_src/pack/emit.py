@@ -4,7 +4,10 @@ Each :class:`~.plan.Pack` becomes one vector value (lane axis 0), or one plain v
 its lanes hold the same thing. Reads of other packs are whole vectors, static slices or one
 gather; constants become one constant vector. A region (``scan``, ``while``, ``cond``) is
 emitted with its public ``lax`` function on one stacked array per class, its bodies emitted
-the same way inside.
+the same way inside. Two exceptions to "lane axis 0": a scan's stacked outputs, the arguments
+stacked steps first and their elementwise formulas are :class:`Moved` (lane axis 1, steps
+first, as ``lax.scan`` stacks and reads them), and a loop's carry class that its body updates
+in separate packs is carried as :class:`Pieces`, one array per pack.
 
 What vectorises is decided in one place, :func:`vectorises`: JAX's own public ``jax.vmap`` of
 the primitive, tried on abstract values with ``jax.eval_shape``. A pack of a primitive it

@@ -332,6 +332,7 @@ def test_side_effects_run_unpacked_with_the_same_numbers():
 
     j = _same_as_jax(loss, _names(3))
     assert "side effects" in j.report.fallback
+    assert "@jit_loss_unpacked" in j.lower(_names(3)).as_text()
 
 
 # -- the jax.jit surface -----------------------------------------------------------------------
@@ -360,7 +361,9 @@ def test_lower_compile_trace_and_measure_work_on_the_packed_program():
     assert isinstance(lowered, jax.stages.Lowered)
     compiled = lowered.compile()
     stacked = j.pack_args(example_dynamics, states, params)
-    assert [a.shape for a in stacked] == [(8, 12), (8,)]
+    # The observations, read beside the scan's predictions, come steps first as those do.
+    assert [a.shape for a in stacked] == [(12, 8), (8,)]
+    assert j.report.steps_first == (0,) and "12] -> one array, steps first" in str(j.report)
     np.testing.assert_allclose(compiled(*stacked),
                                sum_of_squares_loss(example_dynamics, states, params), rtol=1e-5)
     assert isinstance(j.trace(example_dynamics, states, params), jax.stages.Traced)
@@ -495,3 +498,94 @@ def test_the_gradient_programs_read_slices_and_stay_array_sized(name):
         ratios.append(len(text) / len(jax.jit(a.function("grad")).lower(*a.args).as_text()))
         _close(j(*d.args), jax.jit(d.function("grad"))(*d.args), rtol=1e-4, atol=1e-5)
     assert max(ratios) <= 2.0 and ratios[1] <= ratios[0] * 1.05
+
+
+def test_a_carry_the_body_updates_in_separate_packs_is_carried_in_pieces():
+    """The transposed scan of jax#4667's gradient carries the parameters' cotangents and the
+    states' in one class of 2N lanes, updated by two formulas: each half is its own carry, so
+    the step neither slices nor concatenates it (as the array program's gradient). The same
+    for a while loop's carry, and its numbers are jax.jit's."""
+    states, params = _dict_data(20)
+    j = _same_as_jax(sum_of_squares_loss_gradient, example_dynamics, states, params,
+                     static_argnums=0, rtol=1e-4)
+    scans = [e for e in j.trace(example_dynamics, states, params).jaxpr.eqns
+             if e.primitive.name == "scan"]
+    assert any(("carry", 40) in r.classes for r in j.report.regions)
+    backward = scans[-1].params["jaxpr"].jaxpr
+    assert scans[-1].params["num_carry"] == 2
+    assert not {"concatenate", "slice", "gather"} & {e.primitive.name for e in backward.eqns}
+    # The observations come steps first, as the forward scan returns its predictions and the
+    # transposed scan reads its cotangents: no array of steps is transposed on the way.
+    top = j.trace(example_dynamics, states, params).jaxpr.jaxpr.eqns
+    assert all(e.invars[0].aval.size <= 20 for e in top if e.primitive.name == "transpose")
+
+    def two_formulas(x, n):
+        def body(i, c):
+            a, b = c
+            return {k: 0.5 * v + 0.1 for k, v in a.items()}, {k: jnp.sin(v) for k, v in b.items()}
+        a, b = lax.fori_loop(0, n, body, (x, {k: v + 1 for k, v in x.items()}))
+        return sum(a.values()) + sum(b.values()), b
+
+    x = _names(15)
+    j = _same_as_jax(two_formulas, x, 3)
+    loops = [e for e in j.trace(x, 3).jaxpr.eqns if e.primitive.name == "while"]
+    body = loops[0].params["body_jaxpr"].jaxpr
+    assert any(("carry", 30) in r.classes for r in j.report.regions)
+    assert [v.aval.shape for v in body.invars][-2:] == [(15,), (15,)]
+    assert "concatenate" not in {e.primitive.name for e in body.eqns}
+    _same_as_jax(jax.grad(lambda x: two_formulas(x, 3)[0]), x)
+
+
+def test_the_compiled_program_is_named_after_the_users_function():
+    states, params = _dict_data(4)
+    j = explorer.jit(sum_of_squares_loss, static_argnums=0)
+    text = j.lower(example_dynamics, states, params).as_text()
+    assert "@jit_sum_of_squares_loss_packed" in text
+    assert explorer.jit(lambda x: x * 2).lower(np.float32(1)).as_text().count("lambda_packed")
+
+
+def test_scan_outputs_read_steps_first_by_any_formula_give_jax_jits_numbers():
+    """A scan's stacked outputs stay steps first: read beside the observations, by neighbours
+    (some lanes), by formulas that are not elementwise (cumsum, a reversal, a matrix product,
+    a reshape) and returned as they are, the numbers are jax.jit's."""
+    names = [f"x{i}" for i in range(6)]
+    rng = np.random.default_rng(3)
+    obs = {k: rng.normal(size=(9, 2)).astype(np.float32) for k in names}
+    gain = {k: np.float32(rng.uniform(0.5, 1.0)) for k in names}
+
+    def loss(obs, gain):
+        init = {k: o[0] for k, o in obs.items()}
+        step = lambda s, _: ({k: v * gain[k] for k, v in s.items()}, s)   # noqa: E731
+        pred = lax.scan(step, init, None, length=9)[1]
+        err = {k: obs[k] - pred[k] for k in names}
+        total = sum(jnp.sum(jnp.cumsum(e, axis=0) ** 2) for e in err.values())
+        total += sum(jnp.sum(pred[a] * pred[b][::-1]) for a, b in zip(names, names[1:]))
+        total += sum(jnp.sum(e @ jnp.ones((2, 3))) + jnp.sum(jnp.reshape(e, (18,))[::2])
+                     for e in err.values())
+        return total, pred
+
+    j = _same_as_jax(loss, obs, gain, rtol=1e-4)
+    assert j.report.fallback is None and j.report.steps_first
+    _same_as_jax(jax.grad(lambda o, g: loss(o, g)[0], argnums=(0, 1)), obs, gain, rtol=1e-4)
+
+
+def test_two_functions_of_the_same_arguments_take_the_same_stacked_arrays():
+    """The stacked layout (time series steps first) is read from the arguments alone: a loss
+    and its rollout take the same arrays, as the jit representation hands them over."""
+    states, params = _dict_data(5)
+
+    def rollout(states, params):
+        init = {k: s[0] for k, s in states.items()}
+        return propagate_dynamics(example_dynamics, init, 12, params)
+
+    def loss(states, params):
+        return sum_of_squares_loss(example_dynamics, states, params)
+
+    jl, jr = explorer.jit(loss), explorer.jit(rollout)
+    stacked = jl.pack_args(states, params)
+    assert [a.shape for a in stacked] == [a.shape for a in jr.pack_args(states, params)]
+    assert [a.shape for a in stacked] == [(12, 5), (5,)]
+    program, _ = jr.packed_function(states, params)
+    want = jax.jit(rollout)(states, params)
+    got = np.asarray(program(*stacked)[0])              # lanes first, as outputs come
+    _close(list(got), [want[k] for k in sorted(want, key=lambda k: int(k.split("_")[1]))])

@@ -36,6 +36,7 @@ class PackedFunction:
     def __init__(self, fun, example_args, like):
         self._fun, self._like = fun, like
         jitted = Jitted(fun)
+        jitted._steps_first = False        # packed arrays are lanes first, as documented
         entry = jitted._entry(tuple(example_args), {})[0]
         self._entry = entry
         self._program = entry.program

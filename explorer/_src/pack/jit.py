@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jex_core
 
-from .emit import Emitter
+from .emit import Emitter, Moved
 from .graph import Graph, Region, Scope, Unpackable
 from .plan import ScopePlan, plan_scope
 from .step_layout import _natural_key
@@ -65,6 +66,8 @@ class JitReport:
         leaf_by_leaf: ``(primitive, lanes, why)`` for what was evaluated leaf by leaf.
         fallback: Why the program was not packed at all (it then runs as ``jax.jit(fun)``
             does, leaf by leaf), or ``None``.
+        steps_first: Indices into ``inputs`` of the arrays stacked steps first (lane axis 1,
+            as ``lax.scan`` stacks what it returns): those whose leaves have axes.
         trace_s: Seconds ``jax.jit(fun).trace`` took (what ``jax.jit`` pays too).
         pack_s: Seconds the packer took beyond that (number, plan, trace the packed program).
     """
@@ -76,14 +79,16 @@ class JitReport:
     regions: tuple[RegionReport, ...]
     leaf_by_leaf: tuple[tuple[str, int, str], ...]
     fallback: str | None = None
+    steps_first: tuple[int, ...] = ()
     trace_s: float | None = None
     pack_s: float | None = None
 
     def __str__(self) -> str:
         lines = [f"{self.eqns_before} equations before, {self.eqns_after} after"
                  + (f" (not packed: {self.fallback})" if self.fallback else "")]
-        for arg, shape, dtype, n in self.inputs:
-            lines.append(f"  input {arg}: {n} leaves {dtype}{list(shape)} -> one array")
+        for k, (arg, shape, dtype, n) in enumerate(self.inputs):
+            lines.append(f"  input {arg}: {n} leaves {dtype}{list(shape)} -> one array"
+                         + (", steps first" if k in self.steps_first else ""))
         lines += [f"  {r}" for r in self.regions]
         for name, n, why in self.leaf_by_leaf:
             lines.append(f"  leaf by leaf: {n} lanes of {name} ({why})")
@@ -111,6 +116,7 @@ class _Entry:
 
     in_groups: list[list[int]]              # per stacked input: flat leaf indices
     in_structs: list[jax.ShapeDtypeStruct]
+    in_axes: list[int]                      # per stacked input: its lane axis (0 or 1)
     out_groups: list[list[int]]             # per packed output: flat output indices
     out_treedef: Any
     traced: Any                             # jax.stages.Traced of the packed program
@@ -141,6 +147,10 @@ def _one_line(err: BaseException, what: str) -> BaseException:
 
 class Jitted:
     """``fun`` compiled by :func:`jit`; call it like ``jax.jit(fun)``."""
+
+    # Whether an argument group may be stacked steps first (lane axis 1); explorer.pack's
+    # contract is lanes first.
+    _steps_first = True
 
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=()):
         if not callable(fun):
@@ -271,14 +281,23 @@ class Jitted:
         inputs = tuple((arg, shape, np.dtype(dt).name, len(g))
                        for (arg, shape, dt), g in groups.items())
         before = count_eqns(closed)
+        # Leaves with axes (a time series per name) are stacked steps first, as lax.scan stacks
+        # what it returns: the observations minus a scan's predictions move nothing. The rule
+        # reads only the arguments, so two functions of the same arguments (a loss and its
+        # rollout) take the same stacked arrays.
+        in_axes = [int(self._steps_first and len(s.shape) > 1) for s in in_structs]
         try:
-            program, notes = _packed_program(closed, in_groups, out_groups, keys)
-            packed = jax.jit(program).trace(*in_structs)
+            program, notes = _packed_program(closed, in_groups, out_groups, keys,
+                                             {c for c, a in enumerate(in_axes) if a})
+            program.__name__ = _program_name(self.__name__, "packed")
+            packed = jax.jit(program).trace(*_moved_structs(in_structs, in_axes))
             fallback = None
         except Exception as e:  # noqa: BLE001 - never a wrong number: run it leaf by leaf
             why = (str(e) if isinstance(e, Unpackable)
                    else f"packer error {type(e).__name__}: {str(e).strip()[:200]}")
             program, notes = _plain_program(closed, in_groups, out_groups), None
+            program.__name__ = _program_name(self.__name__, "unpacked")
+            in_axes = [0] * len(in_groups)
             packed = jax.jit(program).trace(*in_structs)
             fallback = why
         report = JitReport(
@@ -287,14 +306,17 @@ class Jitted:
             regions=() if notes is None else tuple(notes["regions"]),
             leaf_by_leaf=() if notes is None else _leaf_by_leaf(
                 notes["emitter"], max(len(g) for g in in_groups) if in_groups else 0),
-            fallback=fallback, trace_s=traced_at - start,
+            fallback=fallback, steps_first=tuple(c for c, a in enumerate(in_axes) if a),
+            trace_s=traced_at - start,
             pack_s=time.perf_counter() - traced_at)
-        return _Entry(in_groups, in_structs, out_groups, out_treedef, packed, report, program)
+        return _Entry(in_groups, _moved_structs(in_structs, in_axes), in_axes, out_groups,
+                      out_treedef, packed, report, program)
 
     @staticmethod
     def _traced_call(entry: _Entry, leaves):
-        stacked = [jnp.stack([jnp.asarray(leaves[i], struct.dtype) for i in idx])
-                   for idx, struct in zip(entry.in_groups, entry.in_structs)]
+        stacked = [jnp.stack([jnp.asarray(leaves[i], struct.dtype) for i in idx], axis=axis)
+                   for idx, struct, axis in zip(entry.in_groups, entry.in_structs,
+                                                entry.in_axes)]
         outs = entry.program(*stacked)
         flat = [None] * sum(len(g) for g in entry.out_groups)
         for idx, value in zip(entry.out_groups, outs):
@@ -308,8 +330,8 @@ class Jitted:
     @staticmethod
     def _stack(entry: _Entry, leaves) -> tuple[np.ndarray, ...]:
         out = []
-        for idx, struct in zip(entry.in_groups, entry.in_structs):
-            out.append(np.stack([np.asarray(leaves[i], struct.dtype) for i in idx]))
+        for idx, struct, axis in zip(entry.in_groups, entry.in_structs, entry.in_axes):
+            out.append(np.stack([np.asarray(leaves[i], struct.dtype) for i in idx], axis=axis))
         return tuple(out)
 
     @staticmethod
@@ -339,6 +361,13 @@ def _leaf_by_leaf(emitter: Emitter, lanes: int) -> tuple[tuple[str, int, str], .
     return tuple(sorted(rows))
 
 
+def _program_name(name: str, kind: str) -> str:
+    """The compiled program's name: the user's function's, so that JAX's module name and
+    ``explorer.watch``'s rows say whose program it is (``loss_packed``)."""
+    name = re.sub(r"\W+", "_", name).strip("_")
+    return f"{name}_{kind}" if name else kind
+
+
 def _leaf_key(x):
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
@@ -348,9 +377,15 @@ def _leaf_key(x):
             np.ndarray and not isinstance(x, jax.Array))
 
 
-def _packed_program(closed, in_groups, out_groups, keys):
+def _moved_structs(structs, axes):
+    return [jax.ShapeDtypeStruct((s.shape[1], s.shape[0], *s.shape[2:]), s.dtype) if a else s
+            for s, a in zip(structs, axes)]
+
+
+def _packed_program(closed, in_groups, out_groups, keys, moved=frozenset()):
     """The packed program as a function of the stacked inputs, and what the packer noted.
-    ``keys``: per flat leaf, the natural key of its path (what orders a loop's lanes)."""
+    ``keys``: per flat leaf, the natural key of its path (what orders a loop's lanes);
+    ``moved``: the stacked inputs that come steps first (lane axis 1)."""
     graph = Graph()
     top = Scope("program")
     invars = closed.jaxpr.invars
@@ -372,7 +407,8 @@ def _packed_program(closed, in_groups, out_groups, keys):
     def program(*stacked):
         emitter = Emitter()
         notes["emitter"] = emitter
-        state = emitter.run(plan, list(stacked))
+        state = emitter.run(plan, [Moved(v) if c in moved else v
+                                   for c, v in enumerate(stacked)])
         result = []
         for idx in out_groups:
             nodes = [outs[i] for i in idx]
@@ -382,7 +418,6 @@ def _packed_program(closed, in_groups, out_groups, keys):
                 result.append(state.full(nodes, nodes[0].shape, nodes[0].dtype))
         return tuple(result)
 
-    program.__name__ = "packed"
     return program, notes
 
 
@@ -419,7 +454,6 @@ def _plain_program(closed, in_groups, out_groups):
                           jax.numpy.stack([outs[i] for i in idx]))
         return tuple(result)
 
-    program.__name__ = "unpacked"
     return program
 
 

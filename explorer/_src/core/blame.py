@@ -28,7 +28,7 @@ import jax
 import jax.extend.core as jex_core
 import pandas as pd
 
-from ..pack.emit import Origins, tagging
+from ..pack.prims import Origins, tagging
 
 BLAME_COLUMNS = ("file", "line", "function", "code", "eqns", "primitives", "via")
 VIA_SHOWN = 3  # library lines named per user line in the ``via`` column

@@ -9,136 +9,25 @@ stacked steps first and their elementwise formulas are :class:`Moved` (lane axis
 first, as ``lax.scan`` stacks and reads them), and a loop's carry class that its body updates
 in separate packs is carried as :class:`Pieces`, one array per pack.
 
-What vectorises is decided in one place, :func:`vectorises`: JAX's own public ``jax.vmap`` of
-the primitive, tried on abstract values with ``jax.eval_shape``. A pack of a primitive it
-refuses is evaluated lane by lane (the numbers are the same, the program just grows) and
-named in the report.
+What vectorises is decided in one place, :func:`.prims.vectorises`; a pack of a primitive it
+refuses is evaluated lane by lane (the numbers are the same, the program just grows) and named
+in the report.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
-import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core as jex_core
 
 from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Sum
 from .plan import ScopePlan
+from .prims import bind, eval_eqn, scope_of, vectorises
 
-__all__ = ["Emitter", "Origins", "tagging", "vectorises", "vectorises_eqn"]
-
-
-# -- where each emitted equation comes from (for blame) ---------------------------------------
-class Origins:
-    """The user's equations behind the equations a packed program emitted while
-    :func:`tagging` was on: each emitted equation is traced under ``jax.named_scope("pce<k>")``
-    where ``k`` numbers the user's equation it computes (its pack's first member)."""
-
-    def __init__(self):
-        self.eqns: list = []
-        self._index: dict[int, int] = {}
-
-    def tag(self, eqn) -> str:
-        k = self._index.get(id(eqn))
-        if k is None:
-            k = self._index[id(eqn)] = len(self.eqns)
-            self.eqns.append(eqn)
-        return f"pce{k}"
-
-    def origin_of(self, eqn):
-        """The user's equation ``eqn`` was emitted for (the innermost tag), or ``None``."""
-        found = _TAG.findall(str(getattr(eqn.source_info, "name_stack", "")))
-        return self.eqns[int(found[-1])] if found else None
-
-
-_TAG = re.compile(r"\bpce(\d+)\b")
-_TAGGING: contextvars.ContextVar[Origins | None] = contextvars.ContextVar("pce_tagging",
-                                                                           default=None)
-
-
-@contextlib.contextmanager
-def tagging():
-    """Within, packed programs traced here tag what they emit (see :class:`Origins`, yielded),
-    so ``explorer.blame`` charges the packed program's equations to the user's lines. Off
-    otherwise: a measured program carries no extra names in its HLO."""
-    origins = Origins()
-    token = _TAGGING.set(origins)
-    try:
-        yield origins
-    finally:
-        _TAGGING.reset(token)
-
-
-def _scope(eqn):
-    origins = _TAGGING.get()
-    if origins is None or eqn is None:
-        return contextlib.nullcontext()
-    return jax.named_scope(origins.tag(eqn))
-
-
-@functools.lru_cache(maxsize=4096)
-def _probe(primitive, params, avals, in_axes) -> str | None:
-    def bind(*args):
-        return _bind(primitive, dict(params), args)
-    structs = [jax.ShapeDtypeStruct(s, d) for s, d in avals]
-    try:
-        jax.eval_shape(jax.vmap(bind, in_axes=in_axes), *structs)
-    except Exception as e:  # noqa: BLE001 - any refusal means: evaluate lane by lane
-        text = str(e).strip().splitlines()
-        return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
-    return None
-
-
-def vectorises(eqn, in_axes, values) -> str | None:
-    """Whether ``jax.vmap`` of ``eqn``'s primitive takes these (batched) operands.
-
-    Returns ``None`` if it does, else the one-line reason it does not. Decided by JAX's public
-    ``jax.vmap`` on abstract values (``jax.eval_shape``), cached per primitive, parameters,
-    operand shapes and batched axes, instead of reading JAX's private table of batching rules.
-    """
-    try:
-        params = tuple(sorted(eqn.params.items()))
-        hash(params)
-    except TypeError:
-        params = None
-    avals = tuple((tuple(jnp.shape(v)), jnp.result_type(v)) for v in values)
-    if params is None:
-        return _probe.__wrapped__(eqn.primitive, tuple(eqn.params.items()), avals, in_axes)
-    return _probe(eqn.primitive, params, avals, in_axes)
-
-
-def vectorises_eqn(eqn) -> str | None:
-    """:func:`vectorises` for ``eqn`` with every operand batched (a pack of lanes that all
-    read vectors): ``None`` if ``jax.vmap`` takes it, else the reason."""
-    avals = [v.aval for v in eqn.invars]
-    values = [jax.ShapeDtypeStruct((2, *a.shape), a.dtype) for a in avals]
-    return vectorises(eqn, (0,) * len(values), values)
-
-
-def _bind(primitive, params, args):
-    out = primitive.bind(*args, **params)
-    return tuple(out) if primitive.multiple_results else out
-
-
-def _eval_eqn(eqn, values):
-    """One equation on values, through public ``jaxpr_as_fun`` (it binds sub-programs)."""
-    invars = [jex_core.Var(v.aval) if isinstance(v, jex_core.Literal) else v
-              for v in eqn.invars]
-    seen, unique_vars, unique_vals = set(), [], []
-    for var, val in zip(invars, values):
-        if var not in seen:
-            seen.add(var)
-            unique_vars.append(var)
-            unique_vals.append(val)
-    jaxpr = jex_core.Jaxpr([], unique_vars, list(eqn.outvars), [eqn.replace(invars=invars)],
-                           eqn.effects)
-    return tuple(jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(jaxpr, []))(*unique_vals))
+__all__ = ["Emitter", "Moved", "Pieces"]
 
 
 def _zero(node: Node) -> bool:
@@ -424,13 +313,13 @@ class State:
             value = _lanes_first(value)
             return jnp.reshape(value, ((n,) if batched else ()) + first.shape), batched
         if isinstance(first, Op):
-            with _scope(first.eqn):
+            with scope_of(first.eqn):
                 return self._op(first.eqn, members, [m.operands for m in members])
         if isinstance(first, Multi):
-            with _scope(first.eqn):
+            with scope_of(first.eqn):
                 return self._op(first.eqn, members, [m.operands for m in members], multi=True)
         if isinstance(first, Sum):
-            with _scope(first.eqn):
+            with scope_of(first.eqn):
                 return self._sum(members)
         if isinstance(first, Out):
             if first.cls is None:                      # an output of a Multi pack
@@ -447,7 +336,7 @@ class State:
                 return index(value, first.lane), False
             return _take_pack(value, [m.lane for m in members]), True
         if isinstance(first, Region):
-            with _scope(first.eqn):
+            with scope_of(first.eqn):
                 return self._region(first), False
         raise AssertionError(f"unexpected node {type(first).__name__}")
 
@@ -488,13 +377,13 @@ class State:
                     axes = axes[:k] + (1,) + axes[k + 1:]
         if multi:
             def call(*a):
-                return _eval_eqn(eqn, a)
+                return eval_eqn(eqn, a)
         elif eqn.primitive.multiple_results:       # one output, returned in a list
             def call(*a):
-                return _bind(eqn.primitive, eqn.params, a)[0]
+                return bind(eqn.primitive, eqn.params, a)[0]
         else:
             def call(*a):
-                return _bind(eqn.primitive, eqn.params, a)
+                return bind(eqn.primitive, eqn.params, a)
         if not any(b for _, b in ops):
             return call(*values), False
         why = vectorises(eqn, axes, values) if not multi else None

@@ -29,7 +29,7 @@ argument (the boundary of jax-ml/jax#4667 "Slow compilation for functions acting
 
 The passes live in their own modules: :mod:`.step_graph` (inline, number, complete),
 :mod:`.step_layout` (group, merge, lay out), :mod:`.step_emit` (emit); what vectorises is
-decided by :func:`.emit.vectorises` (a public ``jax.vmap`` probe).
+decided by :func:`.prims.vectorises` (a public ``jax.vmap`` probe).
 """
 
 from __future__ import annotations

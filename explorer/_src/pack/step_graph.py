@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
-from .emit import vectorises_eqn
+from .prims import vectorises_eqn
 
 _INLINE = ("pjit", "jit", "closed_call", "core_call")
 

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core as jex_core
 
+from .prims import eval_eqn
 from .step_graph import Kind, _Node
 from .step_layout import _MAX_RUNS, _leaf_runs, _stride
 
@@ -133,7 +133,7 @@ class _Emitter:
             call = node.operands[0]
             outs = self.opaque.get(id(call))
             if outs is None:
-                outs = self.opaque[id(call)] = _eval_eqn(
+                outs = self.opaque[id(call)] = eval_eqn(
                     call.eqn, [self._single(o) for o in call.operands])
             value = outs[node.index]
         self.memo[(id(node),)] = (value, False)
@@ -142,20 +142,4 @@ class _Emitter:
 
 def _bind(eqn, *values):
     return eqn.primitive.bind(*values, **eqn.params)
-
-
-def _eval_eqn(eqn, values):
-    """Evaluate one (opaque) equation through ``jax.core.eval_jaxpr``, which knows how to bind
-    sub-programs."""
-    invars = [jex_core.Var(v.aval) if isinstance(v, jex_core.Literal) else v
-              for v in eqn.invars]
-    new_eqn = eqn.replace(invars=invars)
-    seen, unique_vars, unique_vals = set(), [], []
-    for var, val in zip(invars, values):
-        if var not in seen:
-            seen.add(var)
-            unique_vars.append(var)
-            unique_vals.append(val)
-    jaxpr = jex_core.Jaxpr([], unique_vars, list(eqn.outvars), [new_eqn], eqn.effects)
-    return jax.core.eval_jaxpr(jaxpr, [], *unique_vals)
 

@@ -155,22 +155,18 @@ def _module(name: str) -> Any:
     return importlib.import_module(name, "explorer")
 
 
-def isolated_problems() -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def isolated_problems() -> Iterator[None]:
     """A context in which no user-defined problem is registered (the built-in ones are); those
     registered before are back when it ends, and those defined inside are gone."""
-
-    @contextlib.contextmanager
-    def isolated() -> Iterator[None]:
-        registry = _module("._src.core.problems")._USER
-        saved = dict(registry)
+    registry = _module("._src.core.problems")._USER
+    saved = dict(registry)
+    registry.clear()
+    try:
+        yield
+    finally:
         registry.clear()
-        try:
-            yield
-        finally:
-            registry.clear()
-            registry.update(saved)
-
-    return isolated()
+        registry.update(saved)
 
 
 def observed_cache_info() -> tuple[int, int]:
@@ -190,24 +186,20 @@ def started_shared_worker() -> Any:
     return _module("._src.jobs.worker")._shared
 
 
-def fresh_shared_worker() -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def fresh_shared_worker() -> Iterator[None]:
     """A context in which the shared worker is not started and has no memory limit, as in a new
     server process. A worker started inside is shut down at the end, and the one before (if
     any) is the shared worker again."""
-
-    @contextlib.contextmanager
-    def fresh() -> Iterator[None]:
-        worker = _module("._src.jobs.worker")
-        saved = worker._shared, worker._shared_memory_limit
-        worker._shared, worker._shared_memory_limit = None, None
-        try:
-            yield
-        finally:
-            if worker._shared is not None:
-                worker._shared.shutdown()
-            worker._shared, worker._shared_memory_limit = saved
-
-    return fresh()
+    worker = _module("._src.jobs.worker")
+    saved = worker._shared, worker._shared_memory_limit
+    worker._shared, worker._shared_memory_limit = None, None
+    try:
+        yield
+    finally:
+        if worker._shared is not None:
+            worker._shared.shutdown()
+        worker._shared, worker._shared_memory_limit = saved
 
 
 __all__ = sorted([*_HOOKS, *_MODULES, "dask_running", "fresh_shared_worker",

@@ -126,6 +126,15 @@ def _status(page) -> str:
     return page.locator(".markdown", has_text="Status:").first.evaluate(SHADOW_TEXT_JS)
 
 
+def _status_says(page, text: str, timeout_s: float = 10.0) -> str:
+    """The status line once it contains ``text``: it arrives in its own message from the
+    server, which may come after the widget it goes with."""
+    deadline = time.monotonic() + timeout_s
+    while text not in (status := _status(page)) and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    return status
+
+
 def _run_and_wait(page, store: explorer.Store, new_rows: int) -> None:
     """Click Run and wait until ``new_rows`` more rows are stored and the page is idle again."""
     from playwright.sync_api import expect  # noqa: PLC0415
@@ -474,7 +483,7 @@ def test_run_pressed_again_with_bad_input_never_sticks_on_queued(page, served_ex
     for press in (1, 2):
         run.click()
         expect(page.locator(".markdown", has_text="not started")).to_be_visible()
-        status = _status(page)
+        status = _status_says(page, "again" if press == 2 else "n_states")
         assert "queued" not in status and "n_states" in status, (press, status)
         assert ("again" in status) == (press == 2), status
     assert "Bad input" in (_alert_text(page) or "")
@@ -511,7 +520,8 @@ def test_programs_of_a_row_never_measured_ask_first(page, served_explorer):
     go = page.get_by_role("button", name="Compile it and show its programs")
     expect(go).to_be_visible()
     expect(page.get_by_text("never measured", exact=False).first).to_be_visible()
-    assert f"row {row_id}: waiting for your go" in _status(page), _status(page)
+    status = _status_says(page, f"row {row_id}: waiting for your go")
+    assert f"row {row_id}: waiting for your go" in status, status
     _shot(page, "hardening-programs-ask-first.png")
     go.click()
     expect(page.get_by_text(re.compile(r"Programs of:.*array N=1"))).to_be_visible(

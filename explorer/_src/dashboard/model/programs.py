@@ -90,9 +90,11 @@ class ProgramInspector(param.Parameterized):
             self.session.show(f"Cannot inspect this row: {err}", "danger")
             return False
         if row.get("status") not in (None, "ok") and not confirmed:
-            self.confirm = {"row_id": row_id, "message": program_cost(row, self.results.frame)}
+            # The status first: the go button appears with ``confirm``, and the page that shows
+            # it should already say what it waits for.
             self.session.status = (f"Programs of row {row_id}: waiting for your go "
                                    "(it was never measured).")
+            self.confirm = {"row_id": row_id, "message": program_cost(row, self.results.frame)}
             return False
         self.confirm = {}
         note = _before_inspecting(row_id, row)

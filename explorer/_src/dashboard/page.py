@@ -70,6 +70,17 @@ def _schedule(doc: Any, fn: Any) -> None:
         pn.state.execute(fn, schedule=True)
 
 
+# What :func:`_schedule_later` waits: long enough for the loop to write what was sent before
+# (a plot is a dozen socket writes, each a turn of the loop), short enough not to be seen.
+_LATER_MS = 40
+
+
+def _schedule_later(doc: Any, fn: Any) -> None:
+    """Run ``fn`` on the session's event loop once what is being sent has gone out (from any
+    thread: the timeout is set on the loop, as Bokeh asks)."""
+    _schedule(doc, lambda: doc.add_timeout_callback(lambda: _schedule(doc, fn), _LATER_MS))
+
+
 def _served() -> bool:
     doc = pn.state.curdoc
     return doc is not None and doc.session_context is not None
@@ -124,7 +135,8 @@ class Dashboard(pn.viewable.Viewer):
         self._doc = doc = pn.state.curdoc
         self._is_served = _served()
         if self._is_served:
-            model.session.dispatch = lambda fn: _schedule(doc, fn)
+            model.session.param.update(dispatch=lambda fn: _schedule(doc, fn),
+                                       dispatch_later=lambda fn: _schedule_later(doc, fn))
             # Polling starts when a browser has loaded the page: a request that never opens it
             # (a health check, a closed tab) must not keep redrawing plots nobody sees.
             pn.state.onload(self._start_polling)

@@ -7,6 +7,7 @@ Compare runs tabs are in :mod:`explorer._src.dashboard.inspection`.
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import Any
 
@@ -245,10 +246,11 @@ class ResultsSection(_Section):
             stylesheets=[_TABLE_FONT],
         )
         self.table.param.watch(self._row_selected, "selection")
-        # New rows reach the table on the page's next turn: a new result's compile-time plot
-        # (asked for by the same change) goes out first, and the browser draws it first.
-        self._table_update = Batch(m.session.post, lambda _: self.table.param.update(
-            value=r.table()))
+        # New rows reach the table once what was sent before has gone out: a new result's
+        # compile-time plot (asked for by the same change) goes out first, and the browser
+        # draws it first.
+        self._table_update = Batch(functools.partial(m.session.post, later=True),
+                                   lambda _: self.table.param.update(value=r.table()))
         r.param.watch(lambda _: self._table_update.add(True), "frame")
         # Tabulator's selection is a row position: when new rows arrive (newest first) the
         # highlight would slide onto another row while the model still means the first one.

@@ -29,14 +29,21 @@ class Session(param.Parameterized):
     dispatch = param.Callable(default=None, precedence=-1, doc="""
         How a background thread hands an update to the page: called with a no-argument
         function. ``None`` runs it at once (tests, scripts).""")
+    dispatch_later = param.Callable(default=None, precedence=-1, doc="""
+        Like :attr:`dispatch`, but once the updates made so far have had time to go out to the
+        browser: a served page writes an update to its socket over several turns of its event
+        loop, and a long update run on the next turn would hold the earlier one back. ``None``
+        falls back to :attr:`dispatch`.""")
 
-    def post(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` where the page wants updates made (see :attr:`dispatch`); not at all
-        once the page is closed, also when it closed after ``fn`` was handed over (a job
-        finishing as its session ends must not update a page whose document is gone)."""
+    def post(self, fn: Callable[[], None], later: bool = False) -> None:
+        """Run ``fn`` where the page wants updates made (see :attr:`dispatch`; with ``later``,
+        :attr:`dispatch_later`); not at all once the page is closed, also when it closed after
+        ``fn`` was handed over (a job finishing as its session ends must not update a page
+        whose document is gone)."""
         if self.closed:
             return
-        if self.dispatch is None:
+        dispatch = (self.dispatch_later or self.dispatch) if later else self.dispatch
+        if dispatch is None:
             fn()
             return
 
@@ -45,7 +52,7 @@ class Session(param.Parameterized):
                 fn()
 
         try:
-            self.dispatch(unless_closed)
+            dispatch(unless_closed)
         except Exception:  # the page is gone; nothing to update
             pass
 

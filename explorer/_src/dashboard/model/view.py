@@ -8,6 +8,7 @@ user touched answers at once, and changes that come together draw once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -94,6 +95,9 @@ class PlotView(param.Parameterized):
     def __init__(self, **params: Any):
         super().__init__(**params)
         self._redraws = Batch(self.session.post, self._flush_redraw)
+        # The plots that wait for the compile-time plot to go out (see _flush_redraw).
+        self._later_redraws = Batch(functools.partial(self.session.post, later=True),
+                                    self._flush_redraw)
         self._results_key = frame_key(self.results.frame)
         self._rollout_data: dict[str, tuple[list[str], np.ndarray]] = {}
         self._rollout_n: int | None = None
@@ -165,19 +169,20 @@ class PlotView(param.Parameterized):
     def _flush_redraw(self, names: list[str]) -> None:
         which = set(names)
         # On a page, the compile-time plot (the one a new result is looked for in) goes out on
-        # its own turn, the others on the next: it does not wait for their rendering.
+        # its own, the others once it has been sent: it does not wait for their rendering.
         now = {"compile"} if (self.session.dispatch is not None and "compile" in which
                               and len(which) > 1) else which
         self.param.update(**{f"{name}_query": self._query(name) for name in sorted(now)})
-        if which - now:
-            self._redraw(which - now)
+        if rest := which - now:
+            self._later_redraws.add(*sorted(rest))
 
     def after_redraws(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the page's loop once no redraw is waiting (re-posted behind them)."""
-        if self._redraws.pending and not self.session.closed:
-            self.session.post(lambda: self.after_redraws(fn))
-        else:
+        if self.session.closed or not (self._redraws.pending or self._later_redraws.pending):
             fn()
+        else:
+            self.session.post(lambda: self.after_redraws(fn),
+                              later=self._later_redraws.pending)
 
     # -- the plots ---------------------------------------------------------------------
     def _cached(self, title: str, key: tuple, draw: Callable[[], Any],

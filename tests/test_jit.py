@@ -354,6 +354,26 @@ def test_outputs_of_any_structure_static_args_kwargs_and_the_cache():
     assert len(j._cache) == 3
 
 
+def test_numpy_jax_and_python_leaves_give_jax_jits_numbers_and_share_what_jax_shares():
+    """The host stacks whatever leaves come (NumPy or JAX arrays, NumPy or Python numbers),
+    steps first or not, with jax.jit's numbers; arrays of either library share one entry."""
+    states, params = _dict_data(7)
+    as_jax = ({k: jnp.asarray(v) for k, v in states.items()},
+              {k: jnp.float32(v) for k, v in params.items()})
+    as_np = (states, {k: np.asarray(v, np.float32) for k, v in params.items()})
+    as_np_scalars = (states, {k: np.float32(v) for k, v in params.items()})
+    j = explorer.jit(sum_of_squares_loss_gradient, static_argnums=0)
+    want = sum_of_squares_loss_gradient(example_dynamics, states, params)
+    entries = []
+    for s, p in ((states, params), as_jax, as_np, as_np_scalars):
+        _close(j(example_dynamics, s, p), want)
+        entries.append(len(j._cache))
+    # Python floats are weakly typed: their own entry, as in jax.jit. NumPy and JAX arrays of
+    # one shape and dtype share one; NumPy scalars (np.float32(1.0)) are kept apart.
+    assert entries == [1, 2, 2, 3]
+    assert j.report.steps_first  # the series went in steps first: the moved stacking ran
+
+
 def test_lower_compile_trace_and_measure_work_on_the_packed_program():
     states, params = _dict_data(8)
     j = explorer.jit(sum_of_squares_loss, static_argnums=0)

@@ -20,7 +20,9 @@ Cases (horizon 200 by default):
 Each round clears JAX's caches and measures the two interleaved (A B A B ...): explorer.jit's
 trace of ``fun`` (what ``jax.jit`` pays too), its packing (beyond that trace), lowering and XLA
 compile of the packed program, its StableHLO bytes and its run on stacked arrays (median of
-several calls) and a whole call (stack, run, unstack); the same stages for the array program;
+several calls) and a whole call (stack, run, unstack), beside a whole call of ``jax.jit(fun)``
+on the same per-name leaves (what the user calls without the explorer); the same stages for the
+array program;
 and one cold ``jax.make_jaxpr`` of ``fun`` (the yardstick of the packing time). Then the packed
 program's equation count at several N. Writes ``benchmarks/bench_jit.json`` (``--out``),
 replacing the rows of the cases and targets measured and keeping the others, each row with the
@@ -204,10 +206,13 @@ def _measure_jit(fun, args, static) -> dict:
     compile_s = time.perf_counter() - t
     stacked = j.pack_args(*args)
     j(*args)
+    plain = jax.jit(fun, static_argnums=static)  # what the user calls today, on the same leaves
+    plain(*args)
     return {"trace_s": report.trace_s, "pack_s": report.pack_s, "lower_s": lower_s,
             "compile_s": compile_s, "stablehlo_bytes": len(lowered.as_text()),
             "run_s": _run_time(lambda: compiled(*stacked)),
             "call_s": _run_time(lambda: j(*args), runs=3),
+            "jax_jit_call_s": _run_time(lambda: plain(*args), runs=3),
             "eqns_before": report.eqns_before, "eqns_after": report.eqns_after,
             "report": str(report)}
 
@@ -263,7 +268,8 @@ def main() -> None:
                 yard.append(_measure_jax(afun, aargs, astatic))
                 mk.append(_make_jaxpr_s(fun, args, static))
             med = {k: _median(got, k) for k in ("trace_s", "pack_s", "lower_s", "compile_s",
-                                                 "stablehlo_bytes", "run_s", "call_s")}
+                                                 "stablehlo_bytes", "run_s", "call_s",
+                                                 "jax_jit_call_s")}
             ref = {k: _median(yard, k) for k in ("trace_s", "lower_s", "compile_s",
                                                   "stablehlo_bytes", "run_s")}
             jit_total = med["trace_s"] + med["pack_s"] + med["lower_s"] + med["compile_s"]
@@ -283,6 +289,7 @@ def main() -> None:
                 "stablehlo_ratio": med["stablehlo_bytes"] / ref["stablehlo_bytes"],
                 "run_ratio": med["run_s"] / ref["run_s"],
                 "call_over_array_run": med["call_s"] / ref["run_s"],
+                "call_over_jax_jit_call": med["call_s"] / med["jax_jit_call_s"],
                 "make_jaxpr_s": statistics.median(mk),
                 "pack_over_make_jaxpr": med["pack_s"] / statistics.median(mk),
                 "eqns_before": got[0]["eqns_before"], "eqns_after_by_n": eqns,

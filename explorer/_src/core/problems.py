@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,8 +30,6 @@ from jax import lax
 
 from ..util.validate import check_choice
 
-if TYPE_CHECKING:
-    from .user_problems import UserProblem
 
 __all__ = ["Problem", "get_problem", "problems", "user_problem"]
 
@@ -361,12 +359,13 @@ def get_problem(name: str) -> Problem:
 # ---------------------------------------------------------------------------
 
 # Problems defined in this process, by name: what ``get_problem`` finds besides the built-in
-# ones (the dashboard's problem menu, a sweep, a worker that was sent one).
-_USER: dict[str, UserProblem] = {}
+# ones (the dashboard's problem menu, a sweep, a worker that was sent one). Each is a
+# ``user_problems.UserProblem``; this module, which that one builds on, names only its base.
+_USER: dict[str, Problem] = {}
 _USER_LOCK = threading.Lock()
 
 
-def user_problem(name: Any) -> UserProblem | None:
+def user_problem(name: Any) -> Problem | None:
     """The problem defined in this process under ``name``, if any."""
     with _USER_LOCK:
         return _USER.get(name) if isinstance(name, str) else None

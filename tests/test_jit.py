@@ -390,6 +390,12 @@ def test_lower_compile_trace_and_measure_work_on_the_packed_program():
     fn, args = j.packed_function(example_dynamics, states, params)
     m = explorer.measure(fn, *args, runs=1)
     assert m.compile_s > 0 and m.jaxpr_eqns == j.report.eqns_after
+    # explorer.measure(j, ...) measures what j's call compiles: that program, not j traced
+    # inside a jax.jit (which stacks the 16 leaves in-program: more equations, more leaves).
+    whole = explorer.measure(j, example_dynamics, states, params, runs=1)
+    assert (whole.jaxpr_eqns, whole.n_leaves, whole.hlo_pre_bytes) == (
+        m.jaxpr_eqns, 2, m.hlo_pre_bytes)
+    assert whole.name == fn.__name__ == "sum_of_squares_loss_packed"
     assert "scan" in str(j.report) and "input argument 1: 8 leaves" in str(j.report)
 
 

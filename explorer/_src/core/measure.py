@@ -223,6 +223,10 @@ def measure(
 
     Args:
       fn: any JAX-traceable function (not already jitted is best; a jitted one works too).
+        An :func:`explorer.jit` function is measured as its call compiles it: its packed
+        program on the stacked arrays (``trace_s`` is that program's trace; the trace and
+        packing of your function, once per structure, are its ``.report``'s ``trace_s`` and
+        ``pack_s``).
       *args: example arguments, including the static ones.
       static_argnums: as for ``jax.jit``.
       repeats: cold repeats; every figure is the median, ``*_spread`` the max - min.
@@ -251,6 +255,11 @@ def measure_traced(fn: Callable, *args: Any, static_argnums: int | Sequence[int]
     check_int("runs", runs, 1, MAX_RUNS)
     # What the user's call compiles: an eqx.filter_jit step's non-array leaves held static, an
     # nnx.jit step's in-place updates returned (see leaves.py); plain programs as they are.
+    if callable(getattr(fn, "packed_function", None)):
+        # An explorer.jit function: what its call compiles is its packed program, which takes
+        # the stacked arrays (traced inside a jax.jit, it would stack the leaves in-program).
+        program, stacked = fn.packed_function(*args)
+        fn, args, static_argnums = program, tuple(stacked), ()
     fn, args, static = hold_static(fn, args, static_argnums)
     device = _device(backend)
     with jax.default_device(device):

@@ -106,10 +106,15 @@ def test_the_problems_per_name_losses_with_their_scan_inside(name):
     counts = []
     for n in (12, 100, 300):   # past 10: dict keys sort as text (x_10 before x_2)
         loss, p, s0 = make(n)
-        j = _same_as_jax(loss, p, s0, rtol=1e-4)
-        jg = _same_as_jax(jax.grad(loss), p, s0, rtol=1e-4, atol=1e-4)
-        assert j.report.fallback is None and jg.report.fallback is None
-        counts.append((j.report.eqns_after, jg.report.eqns_after))
+        if n < 300:
+            j = _same_as_jax(loss, p, s0, rtol=1e-4)
+            jg = _same_as_jax(jax.grad(loss), p, s0, rtol=1e-4, atol=1e-4)
+            reports = j.report, jg.report
+        else:  # the same packed program as at N=100 (counts below): packed, not compiled
+            reports = (explorer.jit(loss).report_for(p, s0),
+                       explorer.jit(jax.grad(loss)).report_for(p, s0))
+        assert all(r.fallback is None for r in reports)
+        counts.append(tuple(r.eqns_after for r in reports))
     # Lanes read in a few runs of consecutive lanes are slices (a few equations), in many runs
     # one gather: at N=12 the text order of the keys is three runs, from N=100 on it is many,
     # so the counts settle; they never grow with N.
@@ -522,7 +527,8 @@ def test_the_gradient_programs_read_slices_and_stay_array_sized(name):
         text = j.lower(*d.args).as_text()
         assert "gather" not in text
         ratios.append(len(text) / len(jax.jit(a.function("grad")).lower(*a.args).as_text()))
-        _close(j(*d.args), jax.jit(d.function("grad"))(*d.args), rtol=1e-4, atol=1e-5)
+        if n == 30:  # the numbers; at N=300 the same program, only wider (the ratios below)
+            _close(j(*d.args), jax.jit(d.function("grad"))(*d.args), rtol=1e-4, atol=1e-5)
     assert max(ratios) <= 2.0 and ratios[1] <= ratios[0] * 1.05
 
 

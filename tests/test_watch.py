@@ -630,6 +630,55 @@ def test_cli_runs_a_script_as_python_would(tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stdout == ""
 
 
+_SLOW_COMPILE = """
+import atexit, pathlib, sys, time
+import jax, jax.numpy as jnp
+atexit.register(lambda: pathlib.Path(sys.argv[1]).write_text("the script's atexit ran"))
+
+@jax.jit
+def small(x):
+    return x + 1
+
+@jax.jit
+def per_name(d):  # seconds of XLA compile: interrupted there
+    return sum(jnp.sin(v) * jnp.cos(v) + v ** 3 for v in d.values())
+
+small(1.0)
+lowered = per_name.lower({f"x{i}": jnp.float32(i) for i in range(3000)})
+print("compiling", flush=True)
+lowered.compile()
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["-m", "explorer.watch"], ["-m", "explorer", "watch"]])
+def test_ctrl_c_during_a_compile_ends_as_python_does(tmp_path, command):
+    """Ctrl-C while XLA compiles, under a watch: the ranking of what compiled, the script's
+    atexit handlers, then killed by SIGINT as ``python script.py`` is (a jax.monitoring
+    listener made the interpreter's teardown crash: exit status -11)."""
+    import signal
+    import time
+
+    (tmp_path / "prog.py").write_text(_SLOW_COMPILE)
+    marker = tmp_path / "atexit.txt"
+    proc = subprocess.Popen([sys.executable, *command, "--no-findings", "prog.py", str(marker)],
+                            cwd=tmp_path, env={**os.environ, **CPU_ENV, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "compiling"
+        time.sleep(1.0)  # inside per_name's XLA compile (seconds long)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, err[-2000:])
+    assert "KeyboardInterrupt" in err and "small (prog.py:" in err
+    assert marker.read_text() == "the script's atexit ran"
+
+
 def test_cli_in_process_stores_the_run(tmp_path, capsys, monkeypatch):
     from explorer.watch import main
 

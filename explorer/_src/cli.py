@@ -432,11 +432,12 @@ def _interrupts_never_dropped() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["watch"]:  # the script's own arguments are not ours to parse
         from .watch.cli import main as watch_main  # noqa: PLC0415
 
-        return watch_main(argv[1:])
+        return watch_main(argv[1:], as_program=as_program)
     parser = build_parser()
     args = parser.parse_args(argv)
     on_main = threading.current_thread() is threading.main_thread()

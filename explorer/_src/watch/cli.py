@@ -11,8 +11,10 @@ status 2, before anything runs.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import runpy
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -24,6 +26,23 @@ from . import report
 from .session import watch
 
 USAGE = "[--html PATH] [--top K] [--store PATH] [--no-findings] script.py [args...]"
+
+# Ctrl-C while XLA compiles, with a ``jax.monitoring`` duration listener registered (every watch
+# registers one), ends in a segmentation fault as the interpreter tears down after its atexit
+# handlers (jax and jaxlib 0.10.2, measured: a no-op listener is enough; without one the same
+# script exits as Python does on Ctrl-C). Run as a program, an interrupted script ends as
+# ``python script.py`` does on Ctrl-C instead: killed by SIGINT, once the script's own atexit
+# handlers have run (this one is registered before the script runs, so it runs after them),
+# skipping only the teardown that crashes.
+_interrupted = False
+
+
+def _exit_as_interrupted() -> None:
+    if _interrupted and os.name == "posix":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 _VALUED = ("--html", "--top", "--store")
 
 
@@ -128,7 +147,10 @@ def _print_traceback(err: BaseException, script: str | None) -> None:
     sys.stderr.flush()
 
 
-def _run(kind: str, target: Any, script_args: list[str]) -> int:
+def _run(kind: str, target: Any, script_args: list[str], restore: bool = True) -> int:
+    """Run the script; ``restore`` puts ``sys.argv`` and ``sys.path`` back after it (not when
+    this process is the command: the script's atexit handlers read its own, as under
+    ``python script.py``)."""
     saved_argv, saved_path = sys.argv, list(sys.path)
     script = target if kind == "path" else None
     try:
@@ -151,11 +173,19 @@ def _run(kind: str, target: Any, script_args: list[str]) -> int:
         _print_traceback(err, script)
         return 1
     finally:
-        sys.argv = saved_argv
-        sys.path[:] = saved_path
+        if restore:
+            sys.argv = saved_argv
+            sys.path[:] = saved_path
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "pytree-explorer watch") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "pytree-explorer watch", *,
+         as_program: bool | None = None) -> int:
+    """Run the command; ``as_program`` (default: when ``argv`` is read from ``sys.argv``) when
+    this process is the command: an interrupted script then ends the process as Python would
+    (see ``_exit_as_interrupted``); called from other code, it returns 130."""
+    global _interrupted
+    if as_program is None:
+        as_program = argv is None
     ours, rest = split_argv(list(sys.argv[1:] if argv is None else argv))
     parser = _parser(prog)
     try:
@@ -174,9 +204,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "pytree-explorer watch")
     except ValueError as err:
         print(f"{prog}: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
+    if as_program:
+        atexit.register(_exit_as_interrupted)
     w = watch(findings=not opts.no_findings)
     with w:
-        status = _run(kind, target, rest[1:])
+        status = _run(kind, target, rest[1:], restore=not as_program)
     sys.stdout.flush()
     err = sys.stderr
     print(report.headline(w), file=err)
@@ -187,6 +219,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "pytree-explorer watch")
     err.flush()
     if status == 130:  # interrupted: the ranking, then out, no findings to wait for
         opts.no_findings = True
+        _interrupted = as_program
     if not opts.no_findings and w.compiles:
         for line in report.findings_lines(w):
             print(line, file=err)

@@ -20,8 +20,10 @@ scope needs before they are grouped, finds which signatures may share a pack, by
 A group joins another only if it has at most half as many nodes (the ends join the middle). A pack computes
 each lane's own formula on that lane's own operands, so no number changes; only where operands
 are read from does (a constant piece joins a slice). The pass returns a plain :class:`Merge`;
-:func:`.plan.plan_scope` applies it, unless the merged packs would read one another in a cycle
-(then it groups by signature alone).
+:func:`.plan.plan_scope` applies it if it removes packs and joins no read of pieces of several
+packs (a constant piece is a pad, as the array program's; pieces of two packs are a permutation
+at every step), and its packs do not read one another in a cycle; otherwise it groups by
+signature alone.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Scope
+from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Scope, Sum
 from .merge import Merge, merge_ends
 from .merge import operands as _operands
 
@@ -59,7 +59,7 @@ def plan_scope(scope: Scope) -> ScopePlan:
     """Group and lay out one scope (and, recursively, the scopes of its regions)."""
     nodes = [n for n in _demanded(scope.outputs) if not isinstance(n, Const)]
     merge = merge_ends(nodes)
-    packs = _group(nodes, merge) if merge else None
+    packs = _group(nodes, merge, _cost(_parts(nodes, None)[0])) if merge else None
     if packs is None:
         packs = _group(nodes, None)
     # Bodies first: a scan body may renumber its constants' lanes, which the lay-out of this
@@ -78,10 +78,57 @@ def plan_scope(scope: Scope) -> ScopePlan:
     return ScopePlan(scope, packs, _where(packs), subplans)
 
 
-def _group(nodes: list[Node], merge: Merge | None) -> list[Pack] | None:
+def _group(nodes: list[Node], merge: Merge | None,
+           unmerged_cost: tuple[int, int] | None = None) -> list[Pack] | None:
     """The packs of ``nodes`` by signature, in an order that emits a pack after those it reads;
     with ``merge`` applied, or ``None`` (and nothing applied) if its packs would read one
-    another in a cycle."""
+    another in a cycle or if it gains too little against ``unmerged_cost``."""
+    parts, reads, sig = _parts(nodes, merge)
+    if merge is not None and unmerged_cost is not None:
+        # A merge pays if it removes packs and joins no reads of several packs: a chain's
+        # ends then read a constant where the middle reads a neighbour (one kernel with its
+        # consumer, as the array program's zero padding). One that joins pieces of two packs
+        # (the oscillator's transposed step: 25 packs -> 21, one read of two packs and a
+        # constant) reorders lanes at every step: 1.2x slower than without it (measured).
+        packs, joined = _cost(parts, reads)
+        if packs >= unmerged_cost[0] or joined > unmerged_cost[1]:
+            return None
+    order = _topological(parts, reads)
+    if order is None:
+        if merge is None:
+            raise AssertionError("packs by signature read one another in a cycle")
+        return None
+    if merge is not None:                     # apply it: the emitter reads sigs and operands
+        for node in nodes + merge.added:
+            node.sig = sig[node.uid]
+            if node.uid in merge.operands:
+                node.operands = merge.operands[node.uid]
+    return [Pack(parts[i], parts[i][0].uid) for i in order]
+
+
+def _cost(parts: list[list[Node]], reads=_operands) -> tuple[int, int]:
+    """``(packs, joined)``: the number of packs, and of reads that join pieces of several
+    packs (constants left out: a constant piece is a pad)."""
+    index = {n.uid: i for i, part in enumerate(parts) for n in part}
+    joined = 0
+    for part in parts:
+        first = part[0]
+        if isinstance(first, Sum):
+            lists = [[t for m in part for t in m.terms()]]
+        elif isinstance(first, (Op, Multi)):
+            lists = [[reads(m)[k] for m in part] for k in range(len(reads(first)))]
+        else:
+            continue
+        for nodes in lists:
+            joined += len({index.get(o.uid, -1) for o in nodes
+                           if not isinstance(o, Const)}) > 1
+    return len(parts), joined
+
+
+def _parts(nodes: list[Node], merge: Merge | None):
+    """``(parts, reads, sig)``: the packs of ``nodes`` by signature (``merge``'s, if given),
+    split as :func:`_split` does, in order of their first members; what each node reads; the
+    signature of each node."""
     if merge is not None:
         nodes = nodes + merge.added
         sig = {n.uid: merge.sigs.get(n.uid, n.sig) for n in nodes}
@@ -101,17 +148,7 @@ def _group(nodes: list[Node], merge: Merge | None) -> list[Pack] | None:
         return over.get(node.uid) or _operands(node)
 
     parts = [part for members in groups for part in _split(members, reads)]
-    order = _topological(parts, reads)
-    if order is None:
-        if merge is None:
-            raise AssertionError("packs by signature read one another in a cycle")
-        return None
-    if merge is not None:                     # apply it: the emitter reads sigs and operands
-        for node in nodes:
-            node.sig = sig[node.uid]
-            if node.uid in over:
-                node.operands = over[node.uid]
-    return [Pack(parts[i], parts[i][0].uid) for i in order]
+    return parts, reads, sig
 
 
 def _topological(parts: list[list[Node]], reads) -> list[int] | None:

@@ -24,6 +24,7 @@ import numpy as np
 from jax import lax
 
 from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Sum
+from .merge import operands
 from .plan import ScopePlan
 from .prims import bind, eval_eqn, scope_of, vectorises
 
@@ -181,6 +182,14 @@ def _carry_pieces(region: Region, plans, body: ScopePlan, cls: int,
         prev = here
     if not cuts or len(cuts) >= _MAX_PIECES:
         return None
+    # Pieces one of which is computed from another (an oscillator's positions from its new
+    # velocities) are one kernel of XLA's when the step returns them concatenated, as the
+    # array program's; held apart they are two, and the step a third slower (measured).
+    packs = {body.where[outs[j].uid][0] for j in [0, *cuts] if outs[j].uid in body.where}
+    packs = {p for p in packs if not isinstance(body.packs[p].members[0], In)}
+    for p in packs:
+        if _upstream(body, p) & (packs - {p}):
+            return None
     for plan in plans:
         mine = {n.uid: n.lane for n in plan.scope.inputs[cls]} if cls < len(
             plan.scope.inputs) else {}
@@ -190,6 +199,20 @@ def _carry_pieces(region: Region, plans, body: ScopePlan, cls: int,
                 lo, hi = min(lanes), max(lanes)
                 cuts = [c for c in cuts if not lo < c <= hi]
     return cuts or None
+
+
+def _upstream(plan: ScopePlan, start: int) -> set[int]:
+    """The packs of ``plan`` that pack ``start`` is computed from."""
+    seen: set[int] = set()
+    stack = [start]
+    while stack:
+        for node in plan.packs[stack.pop()].members:
+            for o in operands(node):
+                loc = plan.where.get(o.uid)
+                if loc is not None and loc[0] not in seen:
+                    seen.add(loc[0])
+                    stack.append(loc[0])
+    return seen
 
 
 class Emitter:

@@ -125,6 +125,7 @@ class Graph:
                 self.sig(("op", eqn.primitive.name, pkey, aval.shape, aval.dtype,
                           tuple(o.sig for o in operands))), aval.shape, aval.dtype)
             hit.eqn, hit.operands = eqn, operands
+            hit.head = self.sig(("head", eqn.primitive.name, pkey, aval.shape, aval.dtype))
         return hit
 
     def add(self, eqn, x: Node, y: Node) -> Node:
@@ -180,6 +181,7 @@ class Graph:
         parent = Multi(self.sig(("multi", eqn.primitive.name, pkey,
                                  tuple(o.sig for o in operands))), (), np.float32)
         parent.eqn, parent.operands = eqn, operands
+        parent.head = self.sig(("head", "multi", eqn.primitive.name, pkey))
         outs = []
         for i, var in enumerate(eqn.outvars):
             node = Out(self.sig(("out", parent.sig, i)), var.aval.shape, var.aval.dtype)

@@ -50,9 +50,10 @@ class Const(Node):
 
 
 class Op(Node):
-    """A single-output equation on operand nodes."""
+    """A single-output equation on operand nodes; ``head``: the signature of its primitive,
+    parameters, shape and dtype (its operands left out)."""
 
-    __slots__ = ("eqn", "operands")
+    __slots__ = ("eqn", "head", "operands")
 
 
 class Reshape(Node):
@@ -75,9 +76,10 @@ class Sum(Node):
 
 
 class Multi(Node):
-    """A several-output equation (its outputs are :class:`Out` nodes)."""
+    """A several-output equation (its outputs are :class:`Out` nodes); ``head`` as an
+    :class:`Op`'s."""
 
-    __slots__ = ("eqn", "operands")
+    __slots__ = ("eqn", "head", "operands")
 
 
 class Out(Node):

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 
 from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Scope, Sum
+from .merge import Merge, merge_ends
+from .merge import operands as _operands
 
 __all__ = ["Pack", "ScopePlan", "plan_scope"]
 
@@ -41,18 +43,6 @@ class ScopePlan:
     subplans: dict[int, list[ScopePlan]]   # region uid -> plans of its scopes
 
 
-def _operands(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, (Op, Multi, Region)):
-        return node.operands
-    if isinstance(node, Reshape):
-        return (node.operand,)
-    if isinstance(node, Sum):
-        return tuple(node.terms())
-    if isinstance(node, Out):
-        return (node.parent,)
-    return ()
-
-
 def _demanded(outputs: list[Node]) -> list[Node]:
     seen: dict[int, Node] = {}
     stack = list(outputs)
@@ -67,17 +57,11 @@ def _demanded(outputs: list[Node]) -> list[Node]:
 
 def plan_scope(scope: Scope) -> ScopePlan:
     """Group and lay out one scope (and, recursively, the scopes of its regions)."""
-    by_sig: dict[int, list[Node]] = {}
-    order: list[int] = []
-    for node in _demanded(scope.outputs):
-        if isinstance(node, Const):
-            continue
-        group = by_sig.get(node.sig)
-        if group is None:
-            group = by_sig[node.sig] = []
-            order.append(node.sig)
-        group.append(node)
-    packs = [Pack(members, members[0].uid) for s in order for members in _split(by_sig[s])]
+    nodes = [n for n in _demanded(scope.outputs) if not isinstance(n, Const)]
+    merge = merge_ends(nodes)
+    packs = _group(nodes, merge, _cost(_parts(nodes, None)[0])) if merge else None
+    if packs is None:
+        packs = _group(nodes, None)
     # Bodies first: a scan body may renumber its constants' lanes, which the lay-out of this
     # scope then follows when it gathers them (once, outside the loop).
     subplans = {}
@@ -94,31 +78,137 @@ def plan_scope(scope: Scope) -> ScopePlan:
     return ScopePlan(scope, packs, _where(packs), subplans)
 
 
+def _group(nodes: list[Node], merge: Merge | None,
+           unmerged_cost: tuple[int, int] | None = None) -> list[Pack] | None:
+    """The packs of ``nodes`` by signature, in an order that emits a pack after those it reads;
+    with ``merge`` applied, or ``None`` (and nothing applied) if its packs would read one
+    another in a cycle or if it gains too little against ``unmerged_cost``."""
+    parts, reads, sig = _parts(nodes, merge)
+    if merge is not None and unmerged_cost is not None:
+        # A merge pays if it removes packs and joins no reads of several packs: a chain's
+        # ends then read a constant where the middle reads a neighbour (one kernel with its
+        # consumer, as the array program's zero padding). One that joins pieces of two packs
+        # (the oscillator's transposed step: 25 packs -> 21, one read of two packs and a
+        # constant) reorders lanes at every step: 1.2x slower than without it (measured).
+        packs, joined = _cost(parts, reads)
+        if packs >= unmerged_cost[0] or joined > unmerged_cost[1]:
+            return None
+    order = _topological(parts, reads)
+    if order is None:
+        if merge is None:
+            raise AssertionError("packs by signature read one another in a cycle")
+        return None
+    if merge is not None:                     # apply it: the emitter reads sigs and operands
+        for node in nodes + merge.added:
+            node.sig = sig[node.uid]
+            if node.uid in merge.operands:
+                node.operands = merge.operands[node.uid]
+    return [Pack(parts[i], parts[i][0].uid) for i in order]
+
+
+def _cost(parts: list[list[Node]], reads=_operands) -> tuple[int, int]:
+    """``(packs, joined)``: the number of packs, and of reads that join pieces of several
+    packs (constants left out: a constant piece is a pad)."""
+    index = {n.uid: i for i, part in enumerate(parts) for n in part}
+    joined = 0
+    for part in parts:
+        first = part[0]
+        if isinstance(first, Sum):
+            lists = [[t for m in part for t in m.terms()]]
+        elif isinstance(first, (Op, Multi)):
+            lists = [[reads(m)[k] for m in part] for k in range(len(reads(first)))]
+        else:
+            continue
+        for nodes in lists:
+            joined += len({index.get(o.uid, -1) for o in nodes
+                           if not isinstance(o, Const)}) > 1
+    return len(parts), joined
+
+
+def _parts(nodes: list[Node], merge: Merge | None):
+    """``(parts, reads, sig)``: the packs of ``nodes`` by signature (``merge``'s, if given),
+    split as :func:`_split` does, in order of their first members; what each node reads; the
+    signature of each node."""
+    if merge is not None:
+        nodes = nodes + merge.added
+        sig = {n.uid: merge.sigs.get(n.uid, n.sig) for n in nodes}
+    else:
+        sig = {n.uid: n.sig for n in nodes}
+    by_sig: dict[int, list[Node]] = {}
+    for node in nodes:
+        by_sig.setdefault(sig[node.uid], []).append(node)
+    groups = []
+    for members in by_sig.values():
+        members.sort(key=lambda n: n.uid)
+        groups.append(members)
+    groups.sort(key=lambda g: g[0].uid)
+    over = merge.operands if merge is not None else {}
+
+    def reads(node):
+        return over.get(node.uid) or _operands(node)
+
+    parts = [part for members in groups for part in _split(members, reads)]
+    return parts, reads, sig
+
+
+def _topological(parts: list[list[Node]], reads) -> list[int] | None:
+    """Indices of ``parts`` with each after every part it reads, otherwise in their order;
+    ``None`` if they read one another in a cycle."""
+    index = {n.uid: i for i, part in enumerate(parts) for n in part}
+    deps = []
+    for i, part in enumerate(parts):
+        mine = {index[o.uid] for n in part for o in reads(n) if o.uid in index}
+        if i in mine:                         # a pack that reads itself
+            return None
+        deps.append(sorted(mine))
+    state = [0] * len(parts)                  # 0 new, 1 on the path, 2 done
+    order = []
+    for root in range(len(parts)):
+        if state[root]:
+            continue
+        stack = [(root, 0)]
+        state[root] = 1
+        while stack:
+            i, k = stack.pop()
+            if k < len(deps[i]):
+                stack.append((i, k + 1))
+                j = deps[i][k]
+                if state[j] == 1:
+                    return None
+                if state[j] == 0:
+                    state[j] = 1
+                    stack.append((j, 0))
+            else:
+                state[i] = 2
+                order.append(i)
+    return order
+
+
 _MAX_SPLIT = 4
 
 
-def _split(members: list[Node]) -> list[list[Node]]:
+def _split(members: list[Node], reads=None) -> list[list[Node]]:
     """A pack whose lanes read one value twice at one operand position (``0.999 * c`` and
     ``1e-3 * c`` of a gradient: one formula up to its constants) is split by those constants
     into a few packs, each reading its operand once per lane (a slice, not a gather)."""
     first = members[0]
     if not isinstance(first, Op) or len(members) < 2:
         return [members]
-    consts = [k for k, o in enumerate(first.operands) if isinstance(o, Const)]
+    ops = [reads(m) if reads is not None else m.operands for m in members]
+    consts = [k for k in range(len(ops[0])) if all(isinstance(o[k], Const) for o in ops)]
     if not consts:
         return [members]
     repeats = False
-    for k in range(len(first.operands)):
+    for k in range(len(ops[0])):
         if k not in consts:
-            uids = [m.operands[k].uid for m in members]
+            uids = [o[k].uid for o in ops]
             if len(set(uids)) not in (1, len(uids)):
                 repeats = True
     if not repeats:
         return [members]
     parts: dict[tuple, list[Node]] = {}
-    for m in members:
-        key = tuple(m.operands[k].value.tobytes() if isinstance(m.operands[k], Const) else None
-                    for k in consts)
+    for m, o in zip(members, ops):
+        key = tuple(o[k].value.tobytes() for k in consts)
         parts.setdefault(key, []).append(m)
     return list(parts.values()) if len(parts) <= _MAX_SPLIT else [members]
 
@@ -188,16 +278,19 @@ def _lay_out(packs: list[Pack], outputs: list[Node]) -> None:
     # Per pack, the lanes its readers want, in the order they want them. Every reader of a
     # pack comes after it, so when the walk below reaches a pack all its claims are in: its
     # order is their concatenation (a pack read in halves by two formulas serves each a
-    # slice), then the lanes no one claimed.
-    claims: dict[int, list[Node]] = {}
+    # slice), then the lanes no one claimed; a longer claim first (a chain's end reads its
+    # neighbours shifted, a constant at one end: the whole read orders them, the shifted read
+    # is then a slice).
+    claims: dict[int, list[list[Node]]] = {}
 
     def adopt(p: int, wanted: list[Node]) -> None:
-        claims.setdefault(p, []).extend(wanted)
+        claims.setdefault(p, []).append(wanted)
 
     def settle(p: int) -> None:
         members = packs[p].members
         seen, front = set(), []
-        for node in claims.pop(p):
+        ordered = sorted(claims.pop(p), key=len, reverse=True)
+        for node in (n for wanted in ordered for n in wanted):
             if node.uid not in seen and index.get(node.uid) == p:
                 seen.add(node.uid)
                 front.append(node)
@@ -227,7 +320,10 @@ def _lay_out(packs: list[Pack], outputs: list[Node]) -> None:
         if not isinstance(first, (Op, Reshape, Multi)) or len(members) < 2 or not done[p]:
             continue                        # only a decided order is passed on
         for k in range(len(_operands(first))):
-            wanted = [_operands(n)[k] for n in members]
+            # A lane that reads a constant (a chain's end) leaves the others' order.
+            wanted = [o for n in members if not isinstance(o := _operands(n)[k], Const)]
+            if not wanted:
+                continue
             q = index.get(wanted[0].uid)
             if q is None or done[q] or q == p:
                 continue

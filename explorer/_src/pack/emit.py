@@ -26,6 +26,7 @@ from jax import lax
 from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Sum
 from .plan import ScopePlan
 from .prims import bind, eval_eqn, scope_of, vectorises
+from .reads import emit_read
 
 __all__ = ["Emitter", "Moved", "Pieces"]
 
@@ -314,6 +315,9 @@ class State:
             return jnp.reshape(value, ((n,) if batched else ()) + first.shape), batched
         if isinstance(first, Op):
             with scope_of(first.eqn):
+                read = emit_read(self, members)    # x[:, i] per name: one read of x
+                if read is not None:
+                    return read
                 return self._op(first.eqn, members, [m.operands for m in members])
         if isinstance(first, Multi):
             with scope_of(first.eqn):

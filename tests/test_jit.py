@@ -700,7 +700,8 @@ def test_the_packed_optax_step_does_not_grow_with_the_names():
 @pytest.mark.parametrize("read", ["row", "last_axis", "vector", "point", "window"])
 def test_per_name_reads_of_rows_points_and_vectors_give_jax_jits_numbers(read):
     """``x[i]``, ``x[..., i]``, ``params_array[i]``, ``x[i, j]`` (two varying axes: one gather
-    of N points) and ``x[i, 1:3]`` per name, with their gradients, packed into one read."""
+    of N points) and ``x[i, 1:3]`` per name, packed into one read; their gradient with respect
+    to x (N pads, each placing a name's cotangent, summed) into one select and one sum."""
     n = 9
     names = [f"p{i}" for i in range(n)]
     params = {k: jnp.float32(0.3 + 0.1 * i) for i, k in enumerate(names)}
@@ -720,8 +721,28 @@ def test_per_name_reads_of_rows_points_and_vectors_give_jax_jits_numbers(read):
     def loss(params, x):
         return sum(jnp.sum(jnp.sin(params[k] * term(x, i))) for i, k in enumerate(names))
 
-    fun = jax.value_and_grad(loss)
+    fun = jax.value_and_grad(loss, argnums=(0, 1))
     j = _same_as_jax(fun, params, x)
     assert j.report.fallback is None and j.report.leaf_by_leaf == ()
     assert j.report.eqns_after * 3 < j.report.eqns_before
 
+
+def test_pads_that_place_each_name_at_its_offset_give_jax_jits_numbers():
+    """Pads of per-name values at per-name offsets, with per-name padding values and a
+    padding shared by all of them, then summed: one select against a mask of the places (a
+    program that does not grow with the names)."""
+    after = []
+    for n in (6, 24):
+        names = [f"v{i}" for i in range(n)]
+        vals = {k: jnp.asarray(np.random.RandomState(i).randn(1, 3), jnp.float32)
+                for i, k in enumerate(names)}
+        fill = {k: jnp.float32(i - 2.5) for i, k in enumerate(names)}
+
+        def fun(vals, fill, n=n, names=names):
+            return sum(lax.pad(jnp.exp(vals[k]), fill[k], ((n - 1 - i, i, 0), (1, 2, 0)))
+                       for i, k in enumerate(names))
+
+        j = _same_as_jax(fun, vals, fill)
+        assert j.report.fallback is None and j.report.leaf_by_leaf == ()
+        after.append(j.report.eqns_after)
+    assert after[0] == after[1]

@@ -14,9 +14,18 @@ then a move of that axis to the lanes' position.
 Only operands that are the same for every name qualify (constants, an input class of one
 lane, formulas of them: ``Graph.shared``); a slice of a per-name value keeps its exact
 parameters in its signature, as before (its lanes read one operand each, at one place).
+
+Their transpose, the gradient with respect to the shared array, is N ``pad`` equations that put
+each name's cotangent (one element along an axis) at its place, summed by an ``add_any``
+chain: a ``pad`` whose padding of an axis of size 1 (no interior padding) is left out of its
+signature likewise, so the pads pack, and :func:`stack_pads` emits them as one select of the
+cotangents against a constant mask of the places; the chain is a :class:`~.graph.Sum` of them
+(one reduction over the lanes).
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +41,14 @@ def _size(start: int, limit: int, stride: int) -> int:
 
 def read_key(eqn, operands, shared) -> tuple | None:
     """The signature key of a ``slice`` of a shared operand that reads one element along some
-    axis (those axes' starts left out), or ``None`` (the equation's parameters key it)."""
+    axis (those axes' starts left out), of a ``pad`` that places an axis of size 1 (its
+    padding there left out), or ``None`` (the equation's parameters key it)."""
+    if eqn.primitive.name == "pad" and len(operands) == 2:
+        config = eqn.params["padding_config"]
+        axes = tuple(("one",) if (d == 1 and int(i) == 0 and int(lo) >= 0 and int(hi) >= 0)
+                     else (int(lo), int(hi), int(i))
+                     for d, (lo, hi, i) in zip(operands[0].shape, config))
+        return ("placed", axes) if ("one",) in axes else None
     if eqn.primitive.name != "slice" or len(operands) != 1 or operands[0].uid not in shared:
         return None
     p = eqn.params
@@ -47,16 +63,54 @@ def read_key(eqn, operands, shared) -> tuple | None:
 
 def emit_read(state, members) -> tuple | None:
     """``(value, batched)`` of a pack of :class:`~.graph.Op` nodes this module keys (slices
-    of one operand at per-lane places), or ``None`` (an ordinary pack: its lanes share their
-    parameters)."""
+    of one operand at per-lane places, pads at per-lane places), or ``None`` (an ordinary
+    pack: its lanes share their parameters)."""
     first = members[0]
     name = first.eqn.primitive.name
-    if (name != "slice" or len(members) < 2
+    if (name not in ("slice", "pad") or len(members) < 2
             or all(m.eqn.params == first.eqn.params for m in members[1:])):
         return None
     if name == "slice" and all(m.operands[0] is first.operands[0] for m in members):
         return stack_reads(state.single(first.operands[0]), members), True
+    if name == "pad":
+        return stack_pads(state, members), True
     return None
+
+
+def _lanes_first(value):
+    return value.lanes_first() if hasattr(value, "lanes_first") else value
+
+
+def stack_pads(state, members) -> jax.Array:
+    """The pads ``members`` (same padding but along axes of size 1, where each lane places
+    its operand at its own offset) as one ``(len(members), *shape)`` array: the shared
+    padding applied once to the stacked operands, then one select against a constant mask of
+    each lane's places (the padding value elsewhere, as ``pad`` puts it)."""
+    first, n = members[0], len(members)
+    ops, batched = state.lanes(tuple(m.operands[0] for m in members))
+    ops = _lanes_first(ops)
+    if not batched:
+        ops = jnp.broadcast_to(ops, (n, *first.operands[0].shape))
+    vals, vals_batched = state.lanes(tuple(m.operands[1] for m in members))
+    vals = _lanes_first(vals)
+    configs = np.array([[tuple(int(c) for c in axis) for axis in m.eqn.params["padding_config"]]
+                        for m in members], np.int64)              # (n, ndim, 3)
+    ndim = configs.shape[1]
+    varying = [a for a in range(ndim) if np.any(configs[:, a] != configs[0, a])]
+    fixed = [(0, 0, 0)] + [(0, 0, 0) if a in varying else tuple(configs[0, a])
+                           for a in range(ndim)]
+    if any(c != (0, 0, 0) for c in fixed):
+        pad = functools.partial(lax.pad, padding_config=fixed[1:])
+        ops = (jax.vmap(pad)(ops, vals) if vals_batched else
+               lax.pad(ops, vals.astype(ops.dtype), fixed))
+    mask = np.ones((n,) + (1,) * ndim, bool)
+    for a in varying:                     # lane j's element of axis a sits at its offset
+        places = np.arange(first.shape[a]).reshape((1,) * (a + 1) + (-1,) + (1,) * (ndim - a - 1))
+        mask = mask & (places == configs[:, a, 0].reshape((n,) + (1,) * ndim))
+    if vals_batched:
+        vals = jnp.reshape(vals, (n,) + (1,) * ndim)
+    out = jnp.where(mask, ops, vals.astype(ops.dtype))
+    return jnp.broadcast_to(out, (n, *first.shape))
 
 
 def _step(idx: np.ndarray) -> int:

@@ -621,7 +621,7 @@ def test_two_functions_of_the_same_arguments_take_the_same_stacked_arrays():
 
 # -- per-name reads of one shared array: x[:, i] for name i ------------------------------------
 
-def _optax_step(n, columns=None):
+def _optax_step(n, columns=None, take=False):
     """A linear model written per name (``params[k] * x[:, i]``) with an optax Adam step
     around it, and its arguments: x has one column per name, read in ``columns`` order."""
     optax = pytest.importorskip("optax")
@@ -630,7 +630,8 @@ def _optax_step(n, columns=None):
     params = {k: jnp.float32(0.1 * i) for i, k in enumerate(names)}
 
     def loss(params, x, y):
-        pred = sum(params[k] * x[:, c] for c, k in zip(columns, names))
+        pred = sum(params[k] * (jnp.take(x, c, axis=1) if take else x[:, c])
+                   for c, k in zip(columns, names))
         return jnp.mean((pred - y) ** 2)
 
     opt = optax.adam(1e-2)
@@ -684,6 +685,16 @@ def test_an_optax_step_reading_columns_out_of_order_gives_jax_jits_numbers(order
     assert j.report.fallback is None and j.report.leaf_by_leaf == ()
     assert j.report.eqns_after * 10 < j.report.eqns_before
     assert ("gather" in j.lower(*args).as_text()) == (order != "every_other")
+
+
+def test_per_name_reads_through_jnp_take_give_jax_jits_numbers_and_pack():
+    """``jnp.take(x, i, axis=1)`` per name is a gather whose index is computed from the
+    literal i (``i < 0``, ``i + 40``: a sum whose zero term only lane 0 has): one gather of
+    the computed indices (it fell back to running unpacked: a packer error in that sum)."""
+    step, args = _optax_step(40, list(range(40))[::-1], take=True)
+    j = _same_as_jax(step, *args)
+    assert j.report.fallback is None and j.report.leaf_by_leaf == ()
+    assert j.report.eqns_after * 10 < j.report.eqns_before
 
 
 def test_the_packed_optax_step_does_not_grow_with_the_names():

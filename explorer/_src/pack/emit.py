@@ -407,6 +407,8 @@ class State:
     def _sum(self, members: list[Sum]) -> tuple:
         n, first = len(members), members[0]
         per_lane = [[t for t in m.terms() if not _zero(t)] or m.terms() for m in members]
+        if len({tuple(sorted(t.sig for t in terms)) for terms in per_lane}) > 1:
+            per_lane = [m.terms() for m in members]   # a zero in some lanes only: c + 0 vs c + 3
         sigs = list(dict.fromkeys(t.sig for t in per_lane[0]))
         total, total_batched = None, False
         for sig in sigs:

@@ -129,15 +129,20 @@ class Graph:
         key = (eqn.primitive, pkey, tuple(o.uid for o in operands))
         hit = self._values.get(key)
         if hit is None:
+            pkey = read_key(eqn, operands, self.shared) or pkey   # x[:, i] per name: one sig
             aval = eqn.outvars[0].aval
-            skey = read_key(eqn, operands, self.shared) or pkey   # x[:, i] per name: one sig
             hit = self._values[key] = Op(
-                self.sig(("op", eqn.primitive.name, skey, aval.shape, aval.dtype,
+                self.sig(("op", eqn.primitive.name, pkey, aval.shape, aval.dtype,
                           tuple(o.sig for o in operands))), aval.shape, aval.dtype)
             hit.eqn, hit.operands = eqn, operands
-            if all(o.uid in self.shared for o in operands):
-                self.shared.add(hit.uid)
         return hit
+
+    def shared_op(self, eqn, operands) -> Node:
+        """:meth:`op`, noting a formula of values the same for every name as one too."""
+        node = self.op(eqn, operands)
+        if all(o.uid in self.shared for o in operands):
+            self.shared.add(node.uid)
+        return node
 
     def add(self, eqn, x: Node, y: Node) -> Node:
         """``x + y``: a :class:`Sum` when it extends one or adds two isomorphic terms."""
@@ -174,7 +179,7 @@ class Graph:
                 node = self._sum(node, self.reshape(term, shape), shape, aval.dtype)
                 node.eqn = eqn  # the user's add that made it (blame charges the sum there)
             return node
-        return self.op(eqn, (x, y))
+        return self.shared_op(eqn, (x, y))
 
     def _sum(self, prev: Sum | None, term: Node, shape, dtype) -> Sum:
         counts = dict(prev.counts) if prev is not None else {}
@@ -246,7 +251,7 @@ class Graph:
             return [self.reshape(x, shape)]
         if name in _ADD and len(operands) == 2:
             return [self.add(eqn, *operands)]
-        return [self.op(eqn, operands)]
+        return [self.shared_op(eqn, operands)]
 
     # -- regions ------------------------------------------------------------------------------
 

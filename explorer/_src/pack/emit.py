@@ -27,6 +27,7 @@ from .graph import Const, In, Multi, Node, Op, Out, Region, Reshape, Sum
 from .merge import operands
 from .plan import ScopePlan
 from .prims import bind, eval_eqn, scope_of, vectorises
+from .reads import emit_read
 
 __all__ = ["Emitter", "Moved", "Pieces"]
 
@@ -337,6 +338,9 @@ class State:
             return jnp.reshape(value, ((n,) if batched else ()) + first.shape), batched
         if isinstance(first, Op):
             with scope_of(first.eqn):
+                read = emit_read(self, members)    # x[:, i] per name: one read of x
+                if read is not None:
+                    return read
                 return self._op(first.eqn, members, [m.operands for m in members])
         if isinstance(first, Multi):
             with scope_of(first.eqn):
@@ -426,6 +430,8 @@ class State:
     def _sum(self, members: list[Sum]) -> tuple:
         n, first = len(members), members[0]
         per_lane = [[t for t in m.terms() if not _zero(t)] or m.terms() for m in members]
+        if len({tuple(sorted(t.sig for t in terms)) for terms in per_lane}) > 1:
+            per_lane = [m.terms() for m in members]   # a zero in some lanes only: c + 0 vs c + 3
         sigs = list(dict.fromkeys(t.sig for t in per_lane[0]))
         total, total_batched = None, False
         for sig in sigs:

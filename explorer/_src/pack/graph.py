@@ -29,6 +29,7 @@ from jax.extend import core as jex_core
 from ..compat import scan_counts
 from .nodes import (Const, In, Multi, Node, Op, Out, Region, Reshape, Scope, Sum, Unpackable,
                     fresh_uid)
+from .reads import read_key
 
 __all__ = ["Const", "Graph", "In", "Multi", "Node", "Op", "Out", "Region", "Reshape", "Scope",
            "Sum", "Unpackable"]
@@ -61,6 +62,9 @@ class Graph:
         self.n_eqns = 0
         self.regions: list[Region] = []
         self.keys: dict[int, Any] = {}        # node uid -> natural key of its leaf, or None
+        # Uids of values the same for every name (constants, an input class of one lane and
+        # formulas of them): their per-name slices group (see :mod:`.reads`).
+        self.shared: set[int] = set()
 
     # -- signatures ---------------------------------------------------------------------------
 
@@ -84,6 +88,8 @@ class Graph:
             node = In(sig, shape, dtype)
             node.cls, node.lane = cls, lane
             lanes.append(node)
+        if n == 1:
+            self.shared.add(lanes[0].uid)
         scope.inputs.append(lanes)
         return lanes
 
@@ -97,6 +103,7 @@ class Graph:
                 return hit
         node = Const(self.sig(("const", value.shape, value.dtype.str)), value.shape, value.dtype)
         node.value = value
+        self.shared.add(node.uid)
         if key is not None:
             self._values[key] = node
         return node
@@ -113,6 +120,8 @@ class Graph:
             hit = self._values[key] = Reshape(self.sig(("reshape", shape, node.sig)), shape,
                                               node.dtype)
             hit.operand = node
+            if node.uid in self.shared:
+                self.shared.add(hit.uid)
         return hit
 
     def op(self, eqn, operands: tuple[Node, ...]) -> Node:
@@ -120,6 +129,7 @@ class Graph:
         key = (eqn.primitive, pkey, tuple(o.uid for o in operands))
         hit = self._values.get(key)
         if hit is None:
+            pkey = read_key(eqn, operands, self.shared) or pkey   # x[:, i] per name: one sig
             aval = eqn.outvars[0].aval
             hit = self._values[key] = Op(
                 self.sig(("op", eqn.primitive.name, pkey, aval.shape, aval.dtype,
@@ -127,6 +137,13 @@ class Graph:
             hit.eqn, hit.operands = eqn, operands
             hit.head = self.sig(("head", eqn.primitive.name, pkey, aval.shape, aval.dtype))
         return hit
+
+    def shared_op(self, eqn, operands) -> Node:
+        """:meth:`op`, noting a formula of values the same for every name as one too."""
+        node = self.op(eqn, operands)
+        if all(o.uid in self.shared for o in operands):
+            self.shared.add(node.uid)
+        return node
 
     def add(self, eqn, x: Node, y: Node) -> Node:
         """``x + y``: a :class:`Sum` when it extends one or adds two isomorphic terms."""
@@ -163,7 +180,7 @@ class Graph:
                 node = self._sum(node, self.reshape(term, shape), shape, aval.dtype)
                 node.eqn = eqn  # the user's add that made it (blame charges the sum there)
             return node
-        return self.op(eqn, (x, y))
+        return self.shared_op(eqn, (x, y))
 
     def _sum(self, prev: Sum | None, term: Node, shape, dtype) -> Sum:
         counts = dict(prev.counts) if prev is not None else {}
@@ -236,7 +253,7 @@ class Graph:
             return [self.reshape(x, shape)]
         if name in _ADD and len(operands) == 2:
             return [self.add(eqn, *operands)]
-        return [self.op(eqn, operands)]
+        return [self.shared_op(eqn, operands)]
 
     # -- regions ------------------------------------------------------------------------------
 

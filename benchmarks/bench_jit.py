@@ -193,7 +193,7 @@ def _run_time(call, runs=7) -> float:
     return statistics.median(times)
 
 
-def _measure_jit(fun, args, static) -> dict:
+def _measure_jit(fun, args, static, plain_call=True) -> dict:
     jax.clear_caches()
     j = explorer.jit(fun, static_argnums=static)
     traced = j.trace(*args)
@@ -208,13 +208,14 @@ def _measure_jit(fun, args, static) -> dict:
     # the device at every call and that copy timed as the packed program's run.
     stacked = jax.device_put(j.pack_args(*args))
     j(*args)
-    plain = jax.jit(fun, static_argnums=static)  # what the user calls today, on the same leaves
-    plain(*args)
+    if plain_call:  # what the user calls today, on the same leaves (seconds of compile: once)
+        plain = jax.jit(fun, static_argnums=static)
+        plain(*args)
     return {"trace_s": report.trace_s, "pack_s": report.pack_s, "lower_s": lower_s,
             "compile_s": compile_s, "stablehlo_bytes": len(lowered.as_text()),
             "run_s": _run_time(lambda: compiled(*stacked)),
             "call_s": _run_time(lambda: j(*args), runs=3),
-            "jax_jit_call_s": _run_time(lambda: plain(*args), runs=3),
+            "jax_jit_call_s": _run_time(lambda: plain(*args), runs=3) if plain_call else None,
             "eqns_before": report.eqns_before, "eqns_after": report.eqns_after,
             "report": str(report)}
 
@@ -246,7 +247,7 @@ def _make_jaxpr_s(fun, args, static) -> float:
 
 
 def _median(rows, key):
-    return statistics.median(r[key] for r in rows)
+    return statistics.median(r[key] for r in rows if r[key] is not None)
 
 
 def main() -> None:
@@ -265,8 +266,8 @@ def main() -> None:
         for target in a.targets.split(","):
             (fun, args, static), (afun, aargs, astatic) = _case(name, a.n, a.horizon, target)
             got, yard, mk = [], [], []
-            for _ in range(a.rounds):                      # interleaved
-                got.append(_measure_jit(fun, args, static))
+            for r in range(a.rounds):                      # interleaved
+                got.append(_measure_jit(fun, args, static, plain_call=r == 0))
                 yard.append(_measure_jax(afun, aargs, astatic))
                 mk.append(_make_jaxpr_s(fun, args, static))
             med = {k: _median(got, k) for k in ("trace_s", "pack_s", "lower_s", "compile_s",

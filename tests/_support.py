@@ -68,3 +68,26 @@ def stderr_when_done(proc: subprocess.Popen, timeout: float, what: str) -> str:
         os.killpg(proc.pid, signal.SIGKILL)
         err = proc.communicate()[1]
         pytest.fail(f"{what}: {err[-2000:]}")
+
+
+def close_trees(got, want, rtol=1e-5, atol=1e-5):
+    """Same structure, shapes and values (to float32 tolerance) leaf by leaf."""
+    import jax
+    import numpy as np
+
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+
+
+def same_as_jax_jit(fun, *args, static_argnums=(), **tolerance):
+    """``explorer.jit(fun)(*args)`` checked against ``jax.jit(fun)``'s; the explorer.jit."""
+    import jax
+
+    import explorer
+
+    j = explorer.jit(fun, static_argnums=static_argnums)
+    got = j(*args)
+    close_trees(got, jax.jit(fun, static_argnums=static_argnums)(*args), **tolerance)
+    return j

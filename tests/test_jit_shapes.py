@@ -10,20 +10,7 @@ import numpy as np
 from jax import lax
 
 import explorer
-
-
-def _close(got, want, rtol=1e-5, atol=1e-5):
-    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
-    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
-        assert np.shape(g) == np.shape(w)
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
-
-
-def _same_as_jax(fun, *args, static_argnums=(), **kw):
-    j = explorer.jit(fun, static_argnums=static_argnums)
-    got = j(*args)
-    _close(got, jax.jit(fun, static_argnums=static_argnums)(*args), **kw)
-    return j
+from _support import same_as_jax_jit as _same_as_jax
 
 
 def test_mixed_shapes_get_one_group_each():

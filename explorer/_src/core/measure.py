@@ -253,13 +253,13 @@ def measure_traced(fn: Callable, *args: Any, static_argnums: int | Sequence[int]
     caller that reads the program (``diagnose``) does not trace it a second time."""
     check_int("repeats", repeats, 1, MAX_REPEATS)  # the caps a sweep's specs have
     check_int("runs", runs, 1, MAX_RUNS)
-    # What the user's call compiles: an eqx.filter_jit step's non-array leaves held static, an
-    # nnx.jit step's in-place updates returned (see leaves.py); plain programs as they are.
     if callable(getattr(fn, "packed_function", None)):
         # An explorer.jit function: what its call compiles is its packed program, which takes
         # the stacked arrays (traced inside a jax.jit, it would stack the leaves in-program).
         program, stacked = fn.packed_function(*args)
         fn, args, static_argnums = program, tuple(stacked), ()
+    # What the user's call compiles: an eqx.filter_jit step's non-array leaves held static, an
+    # nnx.jit step's in-place updates returned (see leaves.py); plain programs as they are.
     fn, args, static = hold_static(fn, args, static_argnums)
     device = _device(backend)
     with jax.default_device(device):

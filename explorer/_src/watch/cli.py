@@ -26,6 +26,7 @@ from . import report
 from .session import watch
 
 USAGE = "[--html PATH] [--top K] [--store PATH] [--no-findings] script.py [args...]"
+_VALUED = ("--html", "--top", "--store")
 
 # Ctrl-C while XLA compiles, with a ``jax.monitoring`` duration listener registered (every watch
 # registers one), ends in a segmentation fault as the interpreter tears down after its atexit
@@ -43,7 +44,6 @@ def _exit_as_interrupted() -> None:
         sys.stderr.flush()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
-_VALUED = ("--html", "--top", "--store")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -413,7 +413,7 @@ def _packed_program(closed, in_groups, out_groups, keys, moved=frozenset()):
             graph.keys[node.uid] = keys[i]
     top.outputs = graph.inline(closed.jaxpr, closed.consts, args, top)
     top.out_order = [i for idx in out_groups for i in idx]
-    plan = plan_scope(top)
+    plan = plan_scope(top, graph.origin)
     notes: dict[str, Any] = {"packs": len(plan.packs), "emitter": Emitter(),
                              "regions": _region_reports(plan)}
     outs = top.outputs

@@ -136,6 +136,8 @@ def merge_ends(nodes: list[Node]) -> Merge:
 
 def _operand_key(node: Node, classes: _Classes):
     if isinstance(node, Const):
+        if node.sig < 0:        # the zero of an added ``S + (-0.0)``: its class is decided
+            return (2, node.shape, node.dtype.str)
         return (1, node.shape, node.dtype.str)
     return (0, classes.find(node.sig))
 

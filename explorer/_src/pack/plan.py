@@ -55,8 +55,10 @@ def _demanded(outputs: list[Node]) -> list[Node]:
     return sorted(seen.values(), key=lambda n: n.uid)
 
 
-def plan_scope(scope: Scope) -> ScopePlan:
-    """Group and lay out one scope (and, recursively, the scopes of its regions)."""
+def plan_scope(scope: Scope, origin=None) -> ScopePlan:
+    """Group and lay out one scope (and, recursively, the scopes of its regions).
+    ``origin``: node -> the natural key of the leaf it derives from, or ``None`` (what
+    :func:`_lay_out` orders a chain's lanes by)."""
     nodes = [n for n in _demanded(scope.outputs) if not isinstance(n, Const)]
     merge = merge_ends(nodes)
     packs = _group(nodes, merge, _cost(_parts(nodes, None)[0])) if merge else None
@@ -68,13 +70,13 @@ def plan_scope(scope: Scope) -> ScopePlan:
     for pack in packs:
         for node in pack.members:
             if isinstance(node, Region):
-                subplans[node.uid] = [plan_scope(s) for s in node.scopes]
+                subplans[node.uid] = [plan_scope(s, origin) for s in node.scopes]
                 if node.kind == "scan":
                     _read_in_order(node, subplans[node.uid][0])
     outputs = scope.outputs
     if scope.out_order is not None:           # lay out in the order the outputs are read
         outputs = [outputs[i] for i in scope.out_order]
-    _lay_out(packs, outputs)
+    _lay_out(packs, outputs, origin)
     return ScopePlan(scope, packs, _where(packs), subplans)
 
 
@@ -267,7 +269,31 @@ def _fixed(pack: Pack) -> bool:
     return isinstance(first, In) or (isinstance(first, Out) and first.cls is not None)
 
 
-def _lay_out(packs: list[Pack], outputs: list[Node]) -> None:
+def _key_order(members: list[Node], claims: list[list[Node]], origin) -> list[Node] | None:
+    """``members`` in the natural order of the leaves they derive from (mass 0, 1, ...), if
+    each claim is a run of consecutive lanes in that order: every reader then reads a slice,
+    and a chain's ends sit at the ends (a read of a shifted neighbour is one slice and a pad,
+    not a rotation). ``None`` if some member has no key, two share one, or a claim would be
+    read out of order."""
+    if origin is None:
+        return None
+    keys = [origin(n) for n in members]
+    if any(k is None for k in keys) or len(set(keys)) < len(keys):
+        return None
+    order = sorted(range(len(members)), key=lambda i: keys[i])
+    rank = {members[i].uid: r for r, i in enumerate(order)}
+    for wanted in claims:
+        seen, ranks = set(), []
+        for node in wanted:
+            if node.uid in rank and node.uid not in seen:
+                seen.add(node.uid)
+                ranks.append(rank[node.uid])
+        if any(b != a + 1 for a, b in zip(ranks, ranks[1:])):
+            return None
+    return [members[i] for i in order]
+
+
+def _lay_out(packs: list[Pack], outputs: list[Node], origin=None) -> None:
     index = {}
     for p, pack in enumerate(packs):
         if _fixed(pack):
@@ -288,8 +314,14 @@ def _lay_out(packs: list[Pack], outputs: list[Node]) -> None:
 
     def settle(p: int) -> None:
         members = packs[p].members
+        mine = claims.pop(p)
+        by_key = _key_order(members, mine, origin)
+        if by_key is not None:
+            packs[p].members = by_key
+            done[p] = True
+            return
         seen, front = set(), []
-        ordered = sorted(claims.pop(p), key=len, reverse=True)
+        ordered = sorted(mine, key=len, reverse=True)
         for node in (n for wanted in ordered for n in wanted):
             if node.uid not in seen and index.get(node.uid) == p:
                 seen.add(node.uid)

@@ -17,6 +17,11 @@ scope needs before they are grouped, finds which signatures may share a pack, by
   ``S + (-0.0)`` (``S - 0.0``) of that sum's class. It is exact: ``x + (-0.0)`` and
   ``x - 0.0`` are ``x`` for every ``x``, signed zeros, infinities and NaNs included.
 
+- *an absent last addend*: the lanes of one vector a scope returns (a loop's carry class)
+  whose value is ``S`` where the others of their family (the leaves named alike: the
+  stiffness cotangents) return ``S + T`` (the first mass has no left neighbour to add) return
+  ``S + (-0.0)`` in the class of those sums, so the vector is one pack, not a join of two.
+
 A group joins another only if it has at most half as many nodes (the ends join the middle). A pack computes
 each lane's own formula on that lane's own operands, so no number changes; only where operands
 are read from does (a constant piece joins a slice). The pass returns a plain :class:`Merge`;
@@ -49,14 +54,16 @@ class Merge:
         sigs: node uid -> the signature to group it by (only nodes whose signature changes).
         operands: node uid -> its operands with an added node in place of an absent addend.
         added: The added nodes (``S + (-0.0)``, ``S - 0.0``), each in the class of a sum.
+        outputs: scope output position -> the added node that returns it (``S + (-0.0)``).
     """
 
     sigs: dict[int, int]
     operands: dict[int, tuple[Node, ...]]
     added: list[Op]
+    outputs: dict[int, Op] = dataclasses.field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.sigs or self.operands)
+        return bool(self.sigs or self.operands or self.outputs)
 
 
 def operands(node: Node) -> tuple[Node, ...]:
@@ -96,9 +103,11 @@ class _Classes:
         return True
 
 
-def merge_ends(nodes: list[Node]) -> Merge:
+def merge_ends(nodes: list[Node], vectors=(), origin=None) -> Merge:
     """The classes of ``nodes`` (a scope's demanded nodes, constants left out) that may share
-    a pack though their signatures differ; see the module docstring."""
+    a pack though their signatures differ; see the module docstring. ``vectors``: per vector
+    the scope returns, its ``(output position, node)`` pairs; ``origin``: node -> the natural
+    key of its leaf (what names a lane's family)."""
     classes = _Classes()
     for node in nodes:
         classes.aval.setdefault(node.sig, (node.shape, node.dtype.str))
@@ -126,12 +135,58 @@ def merge_ends(nodes: list[Node]) -> Merge:
             changed = True
         if not changed:
             break
+    outputs = _absent_at_outputs(vectors, classes, over, origin) if origin else {}
+    added += outputs.values()
+    work += outputs.values()
     sigs = {}
     for node in work:
         root = classes.find(node.sig)
         if root != node.sig:
             sigs[node.uid] = root
-    return Merge(sigs, over, added)
+    return Merge(sigs, over, added, outputs)
+
+
+def _family(key) -> tuple:
+    """A natural key's text runs (``stiffness_`` of ``stiffness_3``): the leaves named alike."""
+    return tuple(part for part in key if part[0] == 0)
+
+
+def _absent_at_outputs(vectors, classes: _Classes, over, origin) -> dict[int, Op]:
+    """Output position -> ``S + (-0.0)`` for each output ``S`` of a vector whose family's
+    other outputs (at least twice as many) are sums ``S' + T`` with ``S'`` of ``S``'s class."""
+    fills: dict[int, Op] = {}
+    for pairs in vectors:
+        families: dict[tuple, dict[int, list]] = {}
+        for pos, node in pairs:
+            if isinstance(node, Const):
+                continue
+            key = origin(node)
+            if key is not None:
+                by_class = families.setdefault(_family(key), {})
+                by_class.setdefault(classes.find(node.sig), []).append((pos, node))
+        for by_class in families.values():
+            for members in by_class.values():
+                first = members[0][1]
+                if not (isinstance(first, Op) and first.eqn.primitive.name in _ADD | {"sub"}
+                        and len(first.operands) == 2
+                        and np.issubdtype(first.dtype, np.number)):
+                    continue
+                ops = [over.get(m.uid, m.operands) for _, m in members]
+                sides = (0,) if first.eqn.primitive.name == "sub" else (0, 1)
+                for side in sides:
+                    inner = {classes.find(o[side].sig) for o in ops
+                             if not isinstance(o[side], Const)}
+                    if len(inner) != 1 or any(isinstance(o[side], Const) for o in ops):
+                        continue
+                    short = by_class.get(inner.pop(), [])
+                    if not short or 2 * len(short) > len(members) or any(
+                            n.shape != first.shape or n.dtype != first.dtype
+                            for _, n in short):
+                        continue
+                    for pos, node in short:
+                        fills[pos] = _plus_identity(node, first, side)
+                    break
+    return fills
 
 
 def _operand_key(node: Node, classes: _Classes):

@@ -55,24 +55,38 @@ def _demanded(outputs: list[Node]) -> list[Node]:
     return sorted(seen.values(), key=lambda n: n.uid)
 
 
-def plan_scope(scope: Scope, origin=None) -> ScopePlan:
+def plan_scope(scope: Scope, origin=None, region: Region | None = None) -> ScopePlan:
     """Group and lay out one scope (and, recursively, the scopes of its regions).
     ``origin``: node -> the natural key of the leaf it derives from, or ``None`` (what
-    :func:`_lay_out` orders a chain's lanes by)."""
+    :func:`_lay_out` orders a chain's lanes by); ``region``: the scan whose body ``scope`` is
+    (its carry classes are returned as vectors, and laid out by formula and leaf)."""
     nodes = [n for n in _demanded(scope.outputs) if not isinstance(n, Const)]
-    merge = merge_ends(nodes)
+    vectors = []
+    if region is not None:
+        vectors = [[(p, scope.outputs[p]) for p in positions]
+                   for role, positions in region.out_classes if role == "carry"]
+    merge = merge_ends(nodes, vectors, origin)
     packs = _group(nodes, merge, _cost(_parts(nodes, None)[0])) if merge else None
     if packs is None:
         packs = _group(nodes, None)
+    elif merge.outputs:
+        for p, node in merge.outputs.items():
+            scope.outputs[p] = node
+    if region is not None:
+        _carry_in_order(region, scope, origin)
     # Bodies first: a scan body may renumber its constants' lanes, which the lay-out of this
     # scope then follows when it gathers them (once, outside the loop).
     subplans = {}
     for pack in packs:
         for node in pack.members:
             if isinstance(node, Region):
-                subplans[node.uid] = [plan_scope(s, origin) for s in node.scopes]
-                if node.kind == "scan":
+                scan = node if node.kind == "scan" else None
+                subplans[node.uid] = [plan_scope(s, origin, scan) for s in node.scopes]
+                if scan is not None:
                     _read_in_order(node, subplans[node.uid][0])
+                    for out in nodes:          # its carry renumbered: so are its outputs
+                        if isinstance(out, Out) and out.parent is node:
+                            out.lane = node.out_classes[out.cls][1].index(out.index)
     outputs = scope.outputs
     if scope.out_order is not None:           # lay out in the order the outputs are read
         outputs = [outputs[i] for i in scope.out_order]
@@ -261,6 +275,43 @@ def _read_in_order(region: Region, body: ScopePlan) -> None:
         if isinstance(pack.members[0], In):
             pack.members.sort(key=lambda n: n.lane)
     body.where.update(_where(body.packs))
+
+
+def _carry_in_order(region: Region, scope: Scope, origin) -> None:
+    """Renumber the lanes of a scan's carry classes by the formula their body returns (in
+    order of first appearance), then by the leaf each derives from.
+
+    The graph ordered them by signature, before the ends merged: the first stiffness's
+    cotangent (no left neighbour) went with the dampings', whose formula it then had. By
+    merged formula, each of the body's packs updates a run of the carry, in the order of its
+    leaves (:func:`_key_order` lays the body out so), and the step reads and writes slices.
+    Only the lane order changes: the loop's initial values and the outside's reads follow it.
+    """
+    if origin is None:
+        return
+    carry_ids = [c for c, (role, _) in enumerate(region.in_classes) if role == "carry"]
+    for k, cls in enumerate(carry_ids):
+        positions = region.in_classes[cls][1]
+        outs = [scope.outputs[p] for p in region.out_classes[k][1]]
+        keys = [origin(n) for n in outs]
+        if len(outs) < 2 or any(key is None for key in keys):
+            continue
+        rank: dict[int, int] = {}
+        for node in outs:
+            rank.setdefault(node.sig, len(rank))
+        order = sorted(range(len(outs)), key=lambda i: (rank[outs[i].sig], keys[i]))
+        if order == list(range(len(outs))):
+            continue
+        lanes = scope.inputs[cls]
+        offset = positions[0] - region.out_classes[k][1][0]
+        positions[:] = [positions[i] for i in order]
+        region.out_classes[k][1][:] = [p - offset for p in positions]
+        new = [lanes[i] for i in order]
+        for lane, node in enumerate(new):
+            node.lane = lane
+        scope.inputs[cls] = new
+    if scope.out_order is not None:
+        scope.out_order = [p for _, positions in region.out_classes for p in positions]
 
 
 def _fixed(pack: Pack) -> bool:

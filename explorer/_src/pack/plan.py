@@ -10,8 +10,12 @@ operands in every pack its other members read).
 Lay out: each pack's lane order is chosen so that reads are whole vectors where possible:
 packs that feed a scope's outputs take the outputs' order, then each pack passes its order on
 to the packs it reads (in reverse topological order); a pack read by several takes their
-orders one after the other (two formulas reading its halves read a slice each). Input packs
-and region outputs keep their lane order.
+orders one after the other (two formulas reading its halves read a slice each). Where every
+claim on a pack is a run of consecutive lanes in the order of the leaves its lanes derive from
+(mass 0, 1, ...), that order is taken instead: a chain's ends then sit at the ends, and a read
+of a shifted neighbour is a slice and a pad, not a rotation. A scan's carry classes are
+renumbered by the formula their body returns (merged ends included), then by leaf, before
+its body is laid out. Input packs and region outputs keep their lane order.
 """
 
 from __future__ import annotations

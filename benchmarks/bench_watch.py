@@ -58,6 +58,7 @@ for _path in (str(ROOT), str(HERE)):  # run from a checkout without installing; 
 
 GOALS = {"watched_over_plain": 1.05, "watched_no_findings_over_plain": 1.02}
 MODES = ("plain", "watch", "watch_no_findings")
+GOAL_SIDES = {"watched_over_plain": "watch", "watched_no_findings_over_plain": "watch_no_findings"}
 THIS = os.path.abspath(__file__)
 
 
@@ -190,7 +191,7 @@ def child(mode: str, program: str, n: int, steps: int) -> dict:
     return {"mode": mode, "seconds": t1 - t0, "cpu_s": c1 - c0, "value": value, **extra}
 
 
-def paired(n: int, steps: int, pairs: int) -> list[dict]:
+def paired(n: int, steps: int, pairs: int, sides: tuple = MODES) -> list[dict]:
     """``pairs`` rounds of the three sides in one process, each on a cold cache.
 
     One run of this program moves by ±10 % from the next on a 2-core host (its time is XLA's
@@ -199,9 +200,11 @@ def paired(n: int, steps: int, pairs: int) -> list[dict]:
     fresh processes), but a round there costs no interpreter start and no imports, so many more
     rounds fit in the same time and the median's interval narrows with their number. Each side
     runs the training loop on new function objects after ``jax.clear_caches()`` (every jit,
-    every eager operation compiles again, as in a fresh process), the sides in a rotating order. A first loop, unwatched and
-    not counted, takes the process's one-time costs (the backend, JAX's lowering rules) out of
-    whichever side would have come first; the watch's own one-time costs stay in its first run.
+    every eager operation compiles again, as in a fresh process), the sides in a rotating order.
+    A first loop, unwatched and not counted, takes the process's one-time costs (the backend,
+    JAX's lowering rules) out of whichever side would have come first; the watch's own one-time
+    costs stay in its first run. ``sides`` are the modes run (``plain`` and one goal's side
+    alone give that goal twice the rounds in the same time).
     """
     import gc  # noqa: PLC0415
 
@@ -213,7 +216,7 @@ def paired(n: int, steps: int, pairs: int) -> list[dict]:
     training_loop(n, steps)
     out = []
     for i in range(pairs):
-        order = MODES[i % 3:] + MODES[:i % 3]
+        order = sides[i % len(sides):] + sides[:i % len(sides)]
         got: dict = {}
         for mode in order:
             jax.clear_caches()
@@ -234,11 +237,13 @@ def paired(n: int, steps: int, pairs: int) -> list[dict]:
     return out
 
 
-def _spawn(mode: str, program: str, n: int, steps: int, pairs: int = 0) -> dict:
+def _spawn(mode: str, program: str, n: int, steps: int, pairs: int = 0,
+           sides: tuple = MODES) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
            "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, THIS, "--child", mode, "--program", program,
-                           "--n", str(n), "--steps", str(steps), "--pairs", str(pairs)],
+                           "--n", str(n), "--steps", str(steps), "--pairs", str(pairs),
+                           "--sides", ",".join(sides)],
                           capture_output=True,
                           text=True, env=env, timeout=1800, check=False)
     if done.returncode != 0:
@@ -263,13 +268,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=4,
                         help="processes of in-process rounds (after the fresh-process rounds)")
     parser.add_argument("--pairs", type=int, default=8,
-                        help="in-process rounds per process (each runs the three sides)")
+                        help="in-process rounds per process (each runs every side)")
+    parser.add_argument("--sides", default=",".join(MODES),
+                        help="the in-process rounds' sides: plain and one or both watched ones")
     parser.add_argument("--child", choices=(*MODES, "count", "paired"), help=argparse.SUPPRESS)
     parser.add_argument("--program", default="example", choices=tuple(PROGRAMS),
                         help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
+    sides = tuple(opts.sides.split(","))
+    if "plain" not in sides or len(sides) < 2 or not set(sides) <= set(MODES):
+        parser.error(f"--sides: plain and one or both of {MODES[1:]}, comma-separated")
     if opts.child == "paired":
-        print(json.dumps({"pairs": paired(opts.n, opts.steps, opts.pairs)}))
+        print(json.dumps({"pairs": paired(opts.n, opts.steps, opts.pairs, sides)}))
         return 0
     if opts.child:
         print(json.dumps(child(opts.child, opts.program, opts.n, opts.steps)))
@@ -308,15 +318,17 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     in_process = []
     for k in range(opts.processes):
-        for pair in _spawn("paired", "example", opts.n, opts.steps, opts.pairs)["pairs"]:
+        for pair in _spawn("paired", "example", opts.n, opts.steps, opts.pairs,
+                           sides)["pairs"]:
             in_process.append({
                 "process": k, **pair,
-                "watched_over_plain": pair["watch_s"] / pair["plain_s"],
-                "watched_no_findings_over_plain": pair["watch_no_findings_s"] / pair["plain_s"],
-                "same_value": len({pair[f"{m}_value"] for m in MODES}) == 1})
-        print(f"process {k}: {opts.pairs} in-process rounds; no findings / plain "
-              + " ".join(f"{p['watched_no_findings_over_plain']:.3f}"
-                         for p in in_process[-opts.pairs:]), flush=True)
+                **{goal: pair[f"{side}_s"] / pair["plain_s"]
+                   for goal, side in GOAL_SIDES.items() if side in sides},
+                "same_value": len({pair[f"{m}_value"] for m in sides}) == 1})
+        print(f"process {k}: {opts.pairs} in-process rounds; "
+              + "; ".join(f"{goal} " + " ".join(f"{p[goal]:.3f}"
+                                                 for p in in_process[-opts.pairs:])
+                          for goal, side in GOAL_SIDES.items() if side in sides), flush=True)
     counts = []
     for program in PROGRAMS:
         try:
@@ -330,8 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     med = {k: statistics.median(x[k] for x in rounds) for k in figures}
     spread = {k: [min(x[k] for x in rounds), max(x[k] for x in rounds)] for k in figures}
     ci = {k: median_interval([x[k] for x in rounds]) for k in GOALS}
-    ip_ci = ({k: median_interval([x[k] for x in in_process]) for k in GOALS}
-             if in_process else {})
+    ip_goals = [k for k in GOALS if GOAL_SIDES[k] in sides] if in_process else []
+    ip_ci = {k: median_interval([x[k] for x in in_process]) for k in ip_goals}
     result = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine,
         "jax": jax.__version__, "backend": "cpu" if os.environ.get("JAX_PLATFORMS", "cpu")
@@ -346,16 +358,15 @@ def main(argv: list[str] | None = None) -> int:
         # The same goals from rounds inside one process (see ``paired``): as noisy a round as
         # a fresh process's, but many more of them in the same time.
         "in_process": {
+            "sides": list(sides),
             "rounds": in_process,
-            "median": {k: statistics.median(x[k] for x in in_process) for k in GOALS}
-            if in_process else {},
+            "median": {k: statistics.median(x[k] for x in in_process) for k in ip_goals},
             "spread": {k: [min(x[k] for x in in_process), max(x[k] for x in in_process)]
-                       for k in GOALS} if in_process else {},
+                       for k in ip_goals},
             "median_95": ip_ci,
-            "met": {k: statistics.median(x[k] for x in in_process) <= GOALS[k] for k in GOALS}
-            if in_process else {},
-            "resolved": {k: not ip_ci[k][0] <= GOALS[k] <= ip_ci[k][1] for k in GOALS}
-            if in_process else {},
+            "met": {k: statistics.median(x[k] for x in in_process) <= GOALS[k]
+                    for k in ip_goals},
+            "resolved": {k: not ip_ci[k][0] <= GOALS[k] <= ip_ci[k][1] for k in ip_goals},
         },
         "completeness": counts,
         "complete": all(c.get("listed") == c.get("logged") for c in counts if "skipped" not in c),

@@ -192,7 +192,7 @@ def child(mode: str, program: str, n: int, steps: int) -> dict:
 
 
 def paired(n: int, steps: int, pairs: int, sides: tuple = MODES) -> list[dict]:
-    """``pairs`` rounds of the three sides in one process, each on a cold cache.
+    """``pairs`` rounds of ``sides`` in one process, each side on a cold cache.
 
     One run of this program moves by ±10 % from the next on a 2-core host (its time is XLA's
     compiles), far more than a watch costs, so ten rounds cannot tell 1.02 from 1.00. The

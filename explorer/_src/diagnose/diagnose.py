@@ -376,6 +376,24 @@ def _operands(eqn: Any) -> tuple:
     return tuple(var for var in eqn.invars if not isinstance(var, jex_core.Literal))
 
 
+def _reads(eqn: Any, operands: tuple) -> tuple:
+    """What one equation reads: its operands and its parameters. ``x[i]`` for each name
+    reads one array through a ``slice`` whose start differs: distinct repeats, not one value
+    read again (counted as one, the per-name loss ``sum(p[k] * x[i] ...)`` went unflagged)."""
+    return operands, tuple(sorted((k, _param_key(v)) for k, v in eqn.params.items()))
+
+
+def _param_key(value: Any) -> Any:
+    """A parameter as a key: numbers, strings and tuples of them by value; anything else
+    (a jaxpr, a function) by identity, never printed (a jaxpr's text can be large)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple) and all(isinstance(x, (bool, int, float, str, type(None)))
+                                        for x in value):
+        return value
+    return id(value)
+
+
 def _shape(scope: Any, line: LineKey, members: list, user: LineKey | None = None) -> LineShape:
     """How one line's equations connect, from one pass over the scope in program order.
 
@@ -395,7 +413,7 @@ def _shape(scope: Any, line: LineKey, members: list, user: LineKey | None = None
         if id(eqn) in ids:
             fresh.update(var for var in operands if depth.get(var, 0) == 0)
             d += 1
-            layers[(eqn.primitive.name, d)].append(operands)
+            layers[(eqn.primitive.name, d)].append(_reads(eqn, operands))
         if d:
             for out in eqn.outvars:
                 depth[out] = d

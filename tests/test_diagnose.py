@@ -150,7 +150,6 @@ def test_a_loop_reading_one_value_many_times_is_not_per_leaf():
     assert "per-leaf-repetition" not in explorer.diagnose(scaled, jnp.ones(3), compile=False).kinds
 
 
-
 def test_per_leaf_repetition_when_each_name_reads_its_own_slice_of_one_array():
     # notebook 04's and bench_watch's per-name loss: each term reads x[i], a slice of the one
     # array x, whose start is a parameter, not an operand. Counted as one value read 60 times,
@@ -166,6 +165,7 @@ def test_per_leaf_repetition_when_each_name_reads_its_own_slice_of_one_array():
     assert found.where == line_of(loss, "per-name sum")
     assert "60 times" in found.message and "slice×1" in found.message
     assert "jnp.sum" in found.remedy
+
 
 # -- per-leaf-repetition: trying the explorer's rewrite (explorer.jit, or explorer.pack) ----------
 from explorer.testing import diagnose_trial as trial_module  # noqa: E402

@@ -10,7 +10,9 @@ and times both in Debian's chromium, interleaved (A B A B ...), each figure the 
 * first render: from ``page.goto`` to the Run button and the four plots drawn on their canvases,
   each page in a fresh browser context (nothing cached), after one page of each server was
   opened and closed (a fresh server's first page imports JAX and HoloViews: not what a visitor
-  of a running server waits for);
+  of a running server waits for); also the medians of its parts (``median_parts``, seconds
+  from the request): the server's answer (``html_s``, its build of the page), the scripts
+  loaded and run (``scripts_s``), the whole (``drawn_s``);
 * a new result on the page: a row is stored (as the worker stores a measured case), then
   "Load rows stored by others" is pressed; timed from the press, as the page saw it, to the
   compile-time plot holding the new value (read off the Bokeh data in the page every 10 ms).
@@ -54,7 +56,15 @@ PLAIN = HERE / "plain_page.py"
 GOALS = {"first_render": 0.8, "new_result": 1.0}
 
 
-def _first_render(browser: Any, url: str) -> float:
+# Where a first render goes, from the page's Navigation Timing (ms after the request):
+# the server's answer (its build of the page), the scripts loaded and run.
+_NAVIGATION = """() => { const n = performance.getEntriesByType('navigation')[0];
+  return {html_s: n.responseEnd / 1000, scripts_s: n.domContentLoadedEventEnd / 1000}; }"""
+
+
+def _first_render(browser: Any, url: str, parts: list[dict[str, float]] | None = None) -> float:
+    """Seconds from ``goto`` to the Run button and four canvases drawn; with ``parts``, the
+    render's parts are appended there (:data:`_NAVIGATION`, and ``drawn_s``, the whole)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
         page = context.new_page()
@@ -62,9 +72,16 @@ def _first_render(browser: Any, url: str) -> float:
         page.goto(url, timeout=180_000)
         page.get_by_role("button", name="Run", exact=True).wait_for(timeout=180_000)
         page.wait_for_function(f"() => ({_CANVASES})() >= 4", timeout=180_000, polling=10)
-        return time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0
+        if parts is not None:
+            parts.append({**page.evaluate(_NAVIGATION), "drawn_s": elapsed})
+        return elapsed
     finally:
         context.close()
+
+
+def _median_parts(parts: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(p[k] for p in parts) for k in parts[0]} if parts else {}
 
 
 def _new_row(store: Path, factor: float) -> None:
@@ -124,13 +141,17 @@ def run(rounds: int) -> dict[str, Any]:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 try:
                     renders: dict[str, list[float]] = {k: [] for k in servers}
+                    parts: dict[str, list[dict[str, float]]] = {k: [] for k in servers}
                     for name, server in servers.items():  # each server's first page: not timed
                         _first_render(browser, server.url)
                     for _ in range(rounds):
                         for name, server in servers.items():  # A B A B ...
                             time.sleep(1.0)
-                            renders[name].append(_first_render(browser, server.url))
+                            renders[name].append(
+                                _first_render(browser, server.url, parts[name]))
                     out["first_render"] = _ratio(renders["explorer"], renders["plain"])
+                    out["first_render"]["median_parts"] = {
+                        name: _median_parts(p) for name, p in parts.items()}
                     print(json.dumps(out["first_render"]), flush=True)
 
                     pages = {name: _open_kept(browser, s.url) for name, s in servers.items()}

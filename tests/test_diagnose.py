@@ -85,6 +85,25 @@ def test_clean_program_has_no_findings_compiled_cold():
     assert "no findings" in str(d)
 
 
+def test_no_findings_names_the_thresholds_a_short_per_name_loop_stays_under():
+    """20 names: each line repeats its equations 20 times, under ``min_repeats``. The report
+    says which thresholds were not crossed, never that nothing grows with the leaves."""
+    names = [f"x{i}" for i in range(20)]
+
+    def loss(state):
+        return sum(jnp.sum(state[k] ** 2) for k in names)
+
+    state = {k: jnp.float32(i) for i, k in enumerate(names)}
+    d = explorer.diagnose(loss, state, compile=False)
+    assert d.findings == ()
+    assert "no findings at diagnose's thresholds" in str(d)
+    assert "50 times side by side" in str(d) and "20 array leaves cross" in str(d)
+    assert "grows" not in str(d)
+    lowered = explorer.diagnose(loss, state, compile=False, min_repeats=20)
+    assert lowered.kinds == ("per-leaf-repetition",)
+    assert "no findings" not in str(lowered)
+
+
 @pytest.mark.parametrize("representation", ["array", "named", "struct", "module"])
 def test_built_in_stacked_representations_have_no_findings_under_grad(representation):
     case = explorer.build_case("oscillator", representation, 300, 20)

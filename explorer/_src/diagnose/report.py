@@ -30,6 +30,21 @@ def _size(nbytes: float | None) -> str:
     return f"{nbytes:.0f} B"
 
 
+def no_findings(d: Any) -> str:
+    """What a diagnosis without findings says: the thresholds nothing crossed (a line repeating
+    its equations below ``min_repeats`` times is not a finding, but its repeats are there to
+    see in the top lines)."""
+    lim = d.limits
+    return (f"no findings at diagnose's thresholds (its limits): no line repeats its equations "
+            f"{lim.min_repeats} times side by side or {lim.min_chain} in a row, and "
+            f"{'1 array leaf crosses' if d.n_leaves == 1 else f'{d.n_leaves} array leaves cross'}"
+            f" the boundary (a finding from {lim.max_leaves}).")
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _seconds(s: float | None) -> str:
     return "n/a" if s is None else f"{s:.3g} s"
 
@@ -55,7 +70,7 @@ def text(d: Any) -> str:
             out.append(f"      remedy: {remedy}")
             out.append(f"      saving: {f.saving}")
     else:
-        out.append("no findings: nothing here grows with the number of leaves or steps.")
+        out.append(no_findings(d))
     if len(d.top_lines):
         out.append("top lines (equations):")
         for row in d.top_lines.head(TOP_LINES_TEXT).itertuples():
@@ -223,8 +238,7 @@ def _leaves_html(d: Any) -> str:
 def html_fragment(d: Any) -> str:
     """Findings first, then the top lines, the figures and (with sizes) the sweep."""
     findings = ("".join(_finding_html(f) for f in d.findings) if d.findings else
-                '<div class="clean">No findings: nothing here grows with the number of leaves '
-                "or steps.</div>")
+                f'<div class="clean">{_e(_sentence(no_findings(d)))}</div>')
     return (f'<div class="pce-diagnosis"><style>{_STYLE}</style>'
             f"<h2>{_e(_headline(d))}</h2>"
             f"<h3>Findings</h3>{findings}"

@@ -96,7 +96,7 @@ def findings_lines(w: Any) -> list[str]:
             out.append(f"  {f.note}")
             continue
         if not f.diagnosis.findings:
-            out.append("  no findings: nothing in it grows with the number of leaves or steps")
+            out.append(f"  {diagnose_report.no_findings(f.diagnosis)}")
         for finding in f.diagnosis.findings:
             out.append(f"  [{finding.kind}] {finding.message}")
             out.append(f"      remedy: {finding.remedy.split(chr(10) * 2, 1)[0]}")

@@ -17,6 +17,7 @@ from typing import Any
 
 import jax
 
+from ..diagnose.report import no_findings
 from ..store.store import Store
 from ..store.watched import COMPILE_COLUMNS, TABLES
 
@@ -57,8 +58,7 @@ def save(w: Any, path: str, *, program: str, argv: list[str], status: int) -> st
                      for x in fn.diagnosis.findings] if fn.diagnosis is not None
                     else [(None, None, None, None, fn.note)])
             if not rows:
-                rows = [(None, None, None, None, ("no findings: nothing in it grows with the "
-                                                  "number of leaves or steps"))]
+                rows = [(None, None, None, None, no_findings(fn.diagnosis))]
             con.executemany("INSERT INTO watch_findings VALUES (?,?,?,?,?,?,?,?,?)",
                             [(run_id, fn.name, fn.where, fn.share, *row) for row in rows])
         con.execute("COMMIT")

@@ -343,6 +343,34 @@ def test_unrolled_loop_points_at_the_line_in_the_python_loop():
     assert "per-leaf-repetition" not in d.kinds  # a chain, not repeats side by side
 
 
+def _layer(w, x):
+    return jnp.tanh(w * x)  # layer line
+
+
+def _layers_in_a_python_loop(ws, x):
+    """A network as equinox and flax users write one: each layer's ``__call__`` holds no loop;
+    the loop over the layers, one frame out, does."""
+    for w in ws:
+        x = _layer(w, x)  # calling line
+    return jnp.sum(x)
+
+
+def test_unrolled_loop_of_a_layer_names_the_line_that_calls_it():
+    ws = [jnp.float32(1.0 + i / 100) for i in range(60)]
+    d = explorer.diagnose(_layers_in_a_python_loop, ws, jnp.ones(3), compile=False)
+    (found,) = only(d, "unrolled-loop")
+    layer, calling = line_of(_layer, "layer line"), line_of(_layers_in_a_python_loop,
+                                                            "calling line")
+    assert found.where == layer  # where the equations are made, as before
+    short = calling.rsplit("/", 1)[-1]
+    assert f", called from {short} (_layers_in_a_python_loop)," in found.message
+    # A loop on the line itself: that line still comes first in its message.
+    (own,) = only(explorer.diagnose(python_time_loop, jnp.ones(3), compile=False),
+                  "unrolled-loop")
+    loop = line_of(python_time_loop, "loop line").rsplit("/", 1)[-1]
+    assert own.message.startswith(f"{loop} (python_time_loop)")
+
+
 def test_unrolled_loop_absent_with_scan_and_noted_under_grad():
     assert explorer.diagnose(scan_time_loop, jnp.ones(3), compile=False).findings == ()
     d = explorer.diagnose(jax.grad(python_time_loop), jnp.ones(3), compile=False)

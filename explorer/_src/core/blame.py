@@ -144,6 +144,18 @@ def charged_scopes(jaxpr: Any, inherited: LineKey | None = None,
             yield from charged_scopes(sub, charge.user, origins)
 
 
+def caller_of(eqn: Any) -> LineKey | None:
+    """The user's line that called the function holding ``eqn``'s own user line (the next
+    user frame outward), ``None`` when there is none (the user's line is the outermost)."""
+    seen_user = False
+    for frame in _frames(eqn):  # innermost first
+        if is_user_file(frame.file_name):
+            if seen_user:
+                return (frame.file_name, frame.line_num, frame.function_name)
+            seen_user = True
+    return None
+
+
 def line_of(eqn: Any) -> LineKey:
     """The source line an equation comes from (its origin), ``(file, line, function)``."""
     return charge_of(eqn).origin

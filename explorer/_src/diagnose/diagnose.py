@@ -27,7 +27,7 @@ import jax
 import jax.extend.core as jex_core
 import pandas as pd
 
-from ..core.blame import LineKey, blame_frame, charged_scopes, definition_of
+from ..core.blame import LineKey, blame_frame, caller_of, charged_scopes, definition_of
 from ..core.fits import fit_power_law
 from ..core.leaves import hold_static, static_positions
 from ..core.measure import (
@@ -426,7 +426,18 @@ def _shape(scope: Any, line: LineKey, members: list, user: LineKey | None = None
         steps=min(recurrences, default=1), width=len(widest), width_primitive=prim,
         width_distinct=len(set(widest)), fresh_inputs=len(fresh),
         transposed=any("transpose" in str(e.source_info.name_stack) for e in members),
-        mix=collections.Counter(e.primitive.name for e in members))
+        mix=collections.Counter(e.primitive.name for e in members),
+        called_from=_called_from(line, user, members))
+
+
+def _called_from(line: LineKey, user: LineKey | None, members: list) -> LineKey | None:
+    """The one user line that called the function of ``line`` (the user's own) for every one
+    of its equations, else ``None``."""
+    if user not in (None, line):
+        return None  # a library's line: the user's line it is charged to is named already
+    callers = {caller_of(e) for e in members}
+    (caller,) = callers if len(callers) == 1 else (None,)
+    return caller
 
 
 # -- several sizes ----------------------------------------------------------------------------

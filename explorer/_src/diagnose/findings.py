@@ -84,6 +84,9 @@ class LineShape:
     fresh_inputs: int        # distinct inputs the line reads that none of its equations made
     transposed: bool         # some come from reverse-mode differentiation
     mix: collections.Counter  # every primitive of this line in this scope
+    # The user's line that called this line's function, when one line did for all of its
+    # equations (``for block in blocks: x = block(x)`` calling a layer's ``__call__``).
+    called_from: LineKey | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -383,6 +386,12 @@ def _seconds(s: float) -> str:
     return f"{s:.2g} s" if s < 1 else f"{s:.1f} s"
 
 
+def _called_from(r: LineShape) -> str:
+    """``, called from file.py:16 (Net.__call__),`` when the line's function was called from one
+    line of the user's (where a loop calling a layer step by step is); else nothing."""
+    return f", called from {_at(r.called_from)}," if r.called_from else ""
+
+
 def _unrolled_loop(program: Program, limits: Limits, total_eqns: int,
                    per_leaf: set[str | None]) -> list[Finding]:
     best: dict[LineKey, LineShape] = {}
@@ -406,7 +415,8 @@ def _unrolled_loop(program: Program, limits: Limits, total_eqns: int,
         after = math.ceil(line_eqns / r.steps)
         found.append(Finding(
             kind="unrolled-loop",
-            message=(f"{_at(r.line)} produces a chain of {r.chain} equations, each step feeding "
+            message=(f"{_at(r.line)}{_called_from(r)} produces a chain of {r.chain} equations, "
+                     "each step feeding "
                      f"the next (about {r.steps} steps, {line_eqns} equations on this line): a "
                      "Python loop unrolled into the program (the pattern of jax-ml/jax#2777 and "
                      f"patrick-kidger/diffrax#94).{notes}"),

@@ -364,8 +364,13 @@ def read_program(closed_jaxpr: Any, limits: Limits, default: LineKey | None = No
                 loops.append(_findings.Loop.of(eqn, line, user))
         busy = sorted(((line, e) for line, e in lines.items() if len(e) >= floor),
                       key=lambda item: len(item[1]), reverse=True)
-        shapes.extend(_shape(scope, line, eqns, owners[line].most_common(1)[0][0])
-                      for line, eqns in busy[:BUSY_LINES])
+        for line, eqns in busy[:BUSY_LINES]:
+            shape = _shape(scope, line, eqns, owners[line].most_common(1)[0][0])
+            if shape.chain >= limits.min_chain and shape.user == line:
+                # Only a chain long enough to be an unrolled loop names its caller: the
+                # tracebacks are walked again for those equations alone.
+                shape = dataclasses.replace(shape, called_from=_called_from(eqns))
+            shapes.append(shape)
     constants.extend(_findings.Constant.of(c, None) for c in top_consts.values())  # unused ones
     return Program(counts=dict(counts), shapes=tuple(shapes), loops=tuple(loops),
                    constants=tuple(constants), origins=dict(origins),
@@ -426,15 +431,12 @@ def _shape(scope: Any, line: LineKey, members: list, user: LineKey | None = None
         steps=min(recurrences, default=1), width=len(widest), width_primitive=prim,
         width_distinct=len(set(widest)), fresh_inputs=len(fresh),
         transposed=any("transpose" in str(e.source_info.name_stack) for e in members),
-        mix=collections.Counter(e.primitive.name for e in members),
-        called_from=_called_from(line, user, members))
+        mix=collections.Counter(e.primitive.name for e in members))
 
 
-def _called_from(line: LineKey, user: LineKey | None, members: list) -> LineKey | None:
-    """The one user line that called the function of ``line`` (the user's own) for every one
-    of its equations, else ``None``."""
-    if user not in (None, line):
-        return None  # a library's line: the user's line it is charged to is named already
+def _called_from(members: list) -> LineKey | None:
+    """The one user line that called the function of the user's line making ``members``, for
+    every one of them, else ``None``."""
     callers = {caller_of(e) for e in members}
     (caller,) = callers if len(callers) == 1 else (None,)
     return caller

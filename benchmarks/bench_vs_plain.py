@@ -10,9 +10,11 @@ and times both in Debian's chromium, interleaved (A B A B ...), each figure the 
 * first render: from ``page.goto`` to the Run button and the four plots drawn on their canvases,
   each page in a fresh browser context (nothing cached), after one page of each server was
   opened and closed (a fresh server's first page imports JAX and HoloViews: not what a visitor
-  of a running server waits for); also the medians of its parts (``median_parts``, seconds
-  from the request): the server's answer (``html_s``, its build of the page), the scripts
-  loaded and run (``scripts_s``), the whole (``drawn_s``);
+  of a running server waits for), each page opened once both servers have been idle for a
+  moment (:func:`_idle`: what a server does after a page, such as the explorer drawing the
+  next page's figures ahead, is not timed in the other's page); also the medians of its
+  parts (``median_parts``, seconds from the request): the server's answer (``html_s``, its
+  build of the page), the scripts loaded and run (``scripts_s``), the whole (``drawn_s``);
 * a new result on the page: a row is stored (as the worker stores a measured case), then
   "Load rows stored by others" is pressed; timed from the press, as the page saw it, to the
   compile-time plot holding the new value (read off the Bokeh data in the page every 10 ms).
@@ -78,6 +80,27 @@ def _first_render(browser: Any, url: str, parts: list[dict[str, float]] | None =
         return elapsed
     finally:
         context.close()
+
+
+def _idle(servers: Any, quiet_s: float = 0.25, timeout_s: float = 20.0) -> bool:
+    """Wait until no server process has used more than a tenth of ``quiet_s`` of CPU during
+    ``quiet_s``; ``False`` if that took longer than ``timeout_s``."""
+    import psutil  # noqa: PLC0415
+
+    procs = [psutil.Process(server.proc.pid) for server in servers]
+
+    def used() -> float:
+        return sum(sum(proc.cpu_times()[:2]) for proc in procs)
+
+    deadline = time.monotonic() + timeout_s
+    before = used()
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = used()
+        if now - before < quiet_s / 10:
+            return True
+        before = now
+    return False
 
 
 def _median_parts(parts: list[dict[str, float]]) -> dict[str, float]:
@@ -147,6 +170,7 @@ def run(rounds: int) -> dict[str, Any]:
                     for _ in range(rounds):
                         for name, server in servers.items():  # A B A B ...
                             time.sleep(1.0)
+                            _idle(servers.values())
                             renders[name].append(
                                 _first_render(browser, server.url, parts[name]))
                     out["first_render"] = _ratio(renders["explorer"], renders["plain"])

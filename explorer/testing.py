@@ -67,6 +67,10 @@ hook                        why a test needs it
 ``explain_cache_miss``      turns JAX's cache-miss explanation into ``explorer.watch``'s reason
 ``is_user_file``            whether a source file is the user's (not JAX's, ours or a library's)
 ``PageTemplate``            the page's template (the offline tests build one)
+``PlotsSection``            the page's plots (a test builds one as a served page does)
+``PLOT_LAYOUT``             how each plot's figure sits in the page (its sizing, height, margin)
+``FIGURES_AHEAD``           the figures drawn ahead for the next served page (a test prepares
+                            them, waits for them and sees which page takes them)
 ``quiet_closed_pages``      silences the server's noise about pages closed mid-update
 ``settings_from_environment``  the served app's settings read from its environment
 ``program_html``            the Programs tab's HTML of one program text
@@ -124,6 +128,9 @@ _HOOKS = {
     "explain_cache_miss": ("._src.watch.record", "explain"),
     "is_user_file": ("._src.watch.record", "is_user_file"),
     "PageTemplate": ("._src.dashboard.page", "_PageTemplate"),
+    "PlotsSection": ("._src.dashboard.sections", "PlotsSection"),
+    "PLOT_LAYOUT": ("._src.dashboard.sections", "PLOT_LAYOUT"),
+    "FIGURES_AHEAD": ("._src.dashboard.plotcache", "FIGURES_AHEAD"),
     "quiet_closed_pages": ("._src.dashboard.page", "_quiet_closed_pages"),
     "settings_from_environment": ("._src.dashboard.page", "settings_from_environment"),
     "program_html": ("._src.dashboard.page", "program_html"),

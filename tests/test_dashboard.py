@@ -303,3 +303,149 @@ def _document_json(doc) -> str:
     with warnings.catch_warnings():  # reading deprecated properties says so
         warnings.simplefilter("ignore")
         return json.dumps([model(root) for root in doc.roots], sort_keys=True)
+
+
+def _figure_json(figure) -> dict:
+    """A Bokeh figure's JSON with its model ids numbered in order of appearance: two drawings
+    of one plot compare equal, two different plots do not."""
+    import json
+    import re
+
+    from bokeh.document import Document
+    from bokeh.embed import json_item
+
+    if figure.document is not None:
+        figure.document.remove_root(figure) if figure in figure.document.roots else None
+    Document().add_root(figure)
+    text = json.dumps(json_item(figure), sort_keys=True)
+    ids: dict[str, str] = {}
+    text = re.sub(r'"(p\d+)"', lambda m: '"%s"' % ids.setdefault(m.group(1), f"m{len(ids)}"),
+                  text)
+    return json.loads(text)
+
+
+def _holoviews_pane_figure(plot):
+    """The figure ``pn.pane.HoloViews`` puts in a page for ``plot``, the way the page showed
+    its plots before it drew them itself (``PLOT_LAYOUT``'s sizing and height)."""
+    import panel as pn
+    from bokeh.document import Document
+
+    from explorer.testing import PLOT_LAYOUT
+
+    doc = Document()
+    root = pn.pane.HoloViews(plot, sizing_mode=PLOT_LAYOUT["sizing_mode"],
+                             min_height=PLOT_LAYOUT["min_height"],
+                             linked_axes=False).get_root(doc)
+    figure = next(m for m in root.references() if type(m).__name__ == "figure")
+    doc.remove_root(root)
+    root.children = []
+    return figure
+
+
+def test_a_figure_drawn_ahead_is_the_figure_the_holoviews_pane_draws(tmp_path, executor):
+    """Each of the page's four plots, drawn ahead in a thread, is the figure Panel's HoloViews
+    pane draws for it, model by model, in both modes of the page; each goes to one page. No
+    drawing hooks its plot to Bokeh's current document (HoloViews does unless given one of its
+    own: the process's document would keep every plot drawn)."""
+    from bokeh.io import curdoc
+
+    import explorer
+    from explorer.testing import FIGURES_AHEAD, PLOT_LAYOUT
+
+    hooked = len(curdoc().session_destroyed_callbacks)
+    view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor, n_states=10)
+    try:
+        for presenter in (False, True):
+            view.model.view.presenter = presenter
+            plots = view.model.view.plots()
+            FIGURES_AHEAD.clear()
+            FIGURES_AHEAD.prepare(plots, PLOT_LAYOUT)
+            FIGURES_AHEAD.join(120)
+            assert len(FIGURES_AHEAD.drawn()) == 4
+            for plot in plots:
+                other_layout = {**PLOT_LAYOUT, "min_height": PLOT_LAYOUT["min_height"] + 1}
+                assert FIGURES_AHEAD.take(plot, other_layout) is None  # drawn for another page
+            FIGURES_AHEAD.prepare(plots, PLOT_LAYOUT)
+            FIGURES_AHEAD.join(120)
+            figures = [FIGURES_AHEAD.take(plot, PLOT_LAYOUT) for plot in plots]
+            assert all(figure is not None for figure in figures)
+            assert all(FIGURES_AHEAD.take(plot, PLOT_LAYOUT) is None for plot in plots)  # once
+            expected = [_figure_json(_holoviews_pane_figure(plot)) for plot in plots]
+            assert [_figure_json(figure) for figure in figures] == expected
+            # What the page shows (drawn there: it is not a served page) is the same figure.
+            assert [_figure_json(pane.object) for pane in view.plots.panes] == expected
+            assert expected[0] != expected[1]  # the comparison tells plots apart
+        assert len(curdoc().session_destroyed_callbacks) == hooked
+    finally:
+        FIGURES_AHEAD.clear()
+        view.model.close()
+
+
+def test_a_served_page_shows_the_figures_drawn_ahead_for_it_then_draws_the_next_pages(
+        tmp_path, executor):
+    """A served page's plots are the figures drawn ahead for its plots, when there are any;
+    once it has drawn (at once outside a server) the next page's are drawn, new ones. A page
+    that is not served draws its own. A change of view draws the plot again, as the
+    HoloViews pane would."""
+    import explorer
+    from explorer.testing import FIGURES_AHEAD, PLOT_LAYOUT, PlotsSection
+
+    view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor, n_states=10)
+    try:
+        FIGURES_AHEAD.clear()
+        FIGURES_AHEAD.prepare(view.model.view.plots(), PLOT_LAYOUT)
+        FIGURES_AHEAD.join(120)
+        ahead = FIGURES_AHEAD.drawn()
+        assert len(ahead) == 4
+
+        own = PlotsSection(view.model)  # not served: draws its own, leaves those drawn ahead
+        assert not {id(pane.object) for pane in own.panes} & {id(f) for f in ahead}
+        assert len(FIGURES_AHEAD.drawn()) == 4
+
+        served = PlotsSection(view.model, served=True)
+        shown = [pane.object for pane in served.panes]
+        assert sorted(map(id, shown)) == sorted(map(id, ahead))
+        FIGURES_AHEAD.join(120)  # the next page's, drawn once this one has drawn
+        following = FIGURES_AHEAD.drawn()
+        assert len(following) == 4 and not {id(f) for f in following} & {id(f) for f in shown}
+
+        view.model.view.stage = "all stages"
+        redrawn = served.panes[0].object
+        assert redrawn is not shown[0]
+        assert _figure_json(redrawn) == _figure_json(
+            _holoviews_pane_figure(view.model.view.compile_plot()))
+        assert _figure_json(redrawn) != _figure_json(
+            _holoviews_pane_figure(view.model.view.size_plot()))
+    finally:
+        FIGURES_AHEAD.clear()
+        view.model.close()
+
+
+def test_a_plot_that_fails_to_draw_says_why_and_the_page_goes_on(tmp_path, executor,
+                                                                 monkeypatch):
+    """A figure HoloViews cannot draw is a placeholder in its place and an alert; the other
+    plots are drawn."""
+    import holoviews as hv
+
+    import explorer
+
+    view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor, n_states=10)
+    try:
+        size_plot = view.model.view.size_plot()
+        renderer = type(hv.renderer("bokeh"))
+        plain_get_plot = renderer.__dict__["get_plot"]
+
+        def failing(self, obj, *args, **kwargs):
+            if obj is size_plot:
+                raise RuntimeError("no such glyph")
+            return plain_get_plot.__get__(self, type(self))(obj, *args, **kwargs)
+
+        monkeypatch.setattr(renderer, "get_plot", failing)
+        from explorer.testing import PlotsSection
+
+        section = PlotsSection(view.model)
+        assert "Could not draw a plot: RuntimeError: no such glyph" in view.model.session.alert
+        titles = [pane.object.title.text for pane in section.panes]
+        assert titles[1] == "Plot" and "Compile time" in titles[0], titles
+    finally:
+        view.model.close()

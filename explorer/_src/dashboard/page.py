@@ -144,7 +144,7 @@ class Dashboard(pn.viewable.Viewer):
             pn.state.on_session_destroyed(self._session_destroyed)
         self.controls = ControlsSection(model)
         self.messages = MessagesSection(model)
-        self.plots = PlotsSection(model)
+        self.plots = PlotsSection(model, served=self._is_served)
         self.results = ResultsSection(model, served=self._is_served)
         self.programs = ProgramsSection(model)
         self.runs = RunsSection(model)

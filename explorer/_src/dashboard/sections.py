@@ -17,6 +17,8 @@ from bokeh.models.widgets.tables import NumberFormatter
 
 from .model.model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
 from .model.session import Batch
+from .plotcache import FIGURES_AHEAD, render_figure
+from ..plots import placeholder
 
 __all__ = ["ControlsSection", "MessagesSection", "PlotsSection", "ResultsSection"]
 
@@ -28,6 +30,13 @@ _COLUMN_WIDTHS = {name: max(width, 11 * len(name) + 44) for name, width in {
     "device_kind": 100, "jax_version": 95, "host": 130, "error": 320,
 }.items()}
 
+
+# How each plot sits in the page: what ``pn.pane.HoloViews(plot, sizing_mode=..., min_height=...)``
+# sets on its figure (the pane's default margin included).
+PLOT_LAYOUT = dict(sizing_mode="stretch_width", min_height=340, margin=(5, 10))
+
+# How long after a served page has drawn the next page's figures start to be drawn.
+_AHEAD_DELAY_S = 1.0
 
 # The table's text follows presenter mode (``--explorer-table-font-size``, set on the page).
 _TABLE_FONT = (":host .tabulator, :host .tabulator .tabulator-row .tabulator-cell { "
@@ -178,9 +187,17 @@ class PlotsSection(_Section):
     def _build(self) -> pn.Column:
         v, r = self.model.view, self.model.results
         w = pn.widgets
-        plot_opts = dict(sizing_mode="stretch_width", min_height=340, linked_axes=False)
-        self.panes = plots = [pn.pane.HoloViews(plot, **plot_opts) for plot in
-                              (v.compile_plot, v.size_plot, v.rollout_plot, v.runtime_plot)]
+        # Each plot is the Bokeh figure of its HoloViews object, drawn again when the query it
+        # reads changes (as ``pn.pane.HoloViews`` would: a new figure in the pane); a served
+        # page takes the figures drawn ahead for it, if any (``FIGURES_AHEAD``).
+        self._draws = (v.compile_plot, v.size_plot, v.rollout_plot, v.runtime_plot)
+        self.panes = plots = [self._plot_pane(draw, query) for draw, query in zip(
+            self._draws, ("compile_query", "metrics_query", "rollout_query", "metrics_query"))]
+        if self.served:
+            # Once this page has drawn, the next page's figures (the same plots) are drawn in
+            # the background, a moment later: not while this page's are still being drawn.
+            pn.state.onload(lambda: FIGURES_AHEAD.prepare(
+                [draw() for draw in self._draws], PLOT_LAYOUT, delay_s=_AHEAD_DELAY_S))
         # Wraps rather than running off the page's edge (presenter mode on a projector).
         view_controls = pn.FlexBox(
             w.Select.from_param(v.param.stage, label="Compile time: stage", width=170),
@@ -206,6 +223,26 @@ class PlotsSection(_Section):
                       "presenter")
         return pn.Column(_presenter_ready(view_controls), legend_note, self.grid,
                          sizing_mode="stretch_width", margin=0)
+
+    def _plot_pane(self, draw: Any, query: str) -> pn.pane.Bokeh:
+        """A pane showing the figure of ``draw()``, drawn again when the view's ``query``
+        changes."""
+        plot = draw()
+        figure = FIGURES_AHEAD.take(plot, PLOT_LAYOUT) if self.served else None
+        pane = pn.pane.Bokeh(figure if figure is not None else self._figure(plot),
+                             autodispatch=False, sizing_mode="stretch_width",
+                             min_height=PLOT_LAYOUT["min_height"])
+        self.model.view.param.watch(
+            lambda _: setattr(pane, "object", self._figure(draw())), query)
+        return pane
+
+    def _figure(self, plot: Any) -> Any:
+        try:
+            return render_figure(plot, PLOT_LAYOUT)
+        except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
+            self.model.session.show(f"Could not draw a plot: {type(err).__name__}: {err}")
+            return render_figure(placeholder("Plot", "Could not draw this plot (see the alert)."),
+                                 PLOT_LAYOUT)
 
     def _arrange(self, presenter: bool) -> list[pn.viewable.Viewable]:
         return list(self._singles) if presenter else list(self._pairs)

@@ -330,9 +330,9 @@ _FIGURES_JS = """() => {
 
 def test_the_next_page_shows_the_same_plots(browser, served_app):
     """Pages share their plots' HoloViews objects (the plot cache), each rendering its own
-    figures: the next page shows the same figures, lines and points, and a third page too."""
+    figures: the next page shows the same figures, lines and points."""
     shown, errors = [], []
-    for _ in range(3):
+    for _ in range(2):
         page = browser.new_page(viewport={"width": 1600, "height": 2200})
         errors += _console_errors(page)
         _open(page, served_app)
@@ -340,7 +340,7 @@ def test_the_next_page_shows_the_same_plots(browser, served_app):
         shown.append((sorted(_plotted(page)), sorted(page.evaluate(_FIGURES_JS))))
         page.close()
     assert len(shown[0][1]) == 4 and shown[0][0], shown[0]
-    assert shown[1] == shown[0] and shown[2] == shown[0]
+    assert shown[1] == shown[0]
     assert errors == []
 
 
@@ -428,15 +428,13 @@ def test_presenter_mode_enlarges_the_page_and_the_plots(page, served_app):
     page.locator("#sidebar-button").click()
     expect(_presenter_checkbox(page)).to_be_visible()
 
-    # The bookmark opens the page in presenter mode; a value that is not a yes/no is ignored.
+    # The bookmark opens the page in presenter mode (a value that is not a yes/no is ignored:
+    # test_presenter.py's query_flag cases; each page opened here costs seconds of CI).
     _open(page, served_app + "?presenter=true")
     expect(_presenter_checkbox(page)).to_be_checked()
     page.wait_for_timeout(500)
     assert page.evaluate(_FONT_SIZES_JS)["label"] >= 1.2 * normal["label"]
-    _open(page, served_app + "?presenter=__import__('os')")
-    expect(_presenter_checkbox(page)).not_to_be_checked()
     # Off again: the usual sizes and the address without the flag.
-    _open(page, served_app + "?presenter=true")
     _presenter_checkbox(page).uncheck()
     expect(page).not_to_have_url(re.compile("presenter"))
     deadline = time.monotonic() + 10

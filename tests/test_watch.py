@@ -461,6 +461,29 @@ def test_an_equinox_filter_jit_step_is_charged_to_its_definition():
     assert rec.where == _line_of(forward)
 
 
+def test_a_filter_jit_step_over_the_top_is_named_with_what_to_run_instead():
+    """The watch holds no jax.jit call of an eqx.filter_jit step (equinox hands JAX a wrapper
+    and arguments of its own): its findings say so, and what to run, instead of leaving the
+    program's slowest function out (they had said nothing of it). What they advise works."""
+    eqx = pytest.importorskip("equinox")
+    names = [f"w{i}" for i in range(60)]
+
+    @eqx.filter_jit
+    def step(p):
+        return sum(jnp.sum(p[k] ** 2) for k in names)
+
+    p = {k: jnp.ones(2) for k in names}
+    with explorer.watch(top=0.2) as w:
+        step(p)
+    (f,) = [f for f in w.findings if f.name == "step"]
+    assert f.diagnosis is None and f.where == _line_of(step)
+    assert "explorer.diagnose(eqx.filter_jit(step), *args)" in f.note
+    assert "findings for step (" in str(w)
+    assert f.note in str(w)
+    d = explorer.diagnose(eqx.filter_jit(step), p)
+    assert [x.kind for x in d.findings] == ["per-leaf-repetition"], d
+
+
 def test_an_equinox_filter_jit_recompile_names_the_users_argument():
     """JAX explains equinox's own arguments (``dynamic_nodonate['rest'][0]``); the reason
     names the user's parameter, and the path into it."""

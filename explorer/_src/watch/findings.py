@@ -17,6 +17,7 @@ import jax
 
 from ..diagnose.diagnose import Diagnosis, diagnose
 from ..util.validate import describe_error
+from .record import is_user_file
 
 MAX_FINDINGS = 5  # findings for at most this many functions (those over the watch's top share)
 
@@ -41,6 +42,7 @@ class FunctionFindings:
     reason: str | None
     diagnosis: Diagnosis | None
     note: str | None = None
+    users: bool = False  # the user's own function (a note about it is always shown)
 
 
 def _positional(call: Any) -> tuple[tuple, tuple[int, ...]] | str:
@@ -83,11 +85,20 @@ def make_findings(w: Any) -> list[FunctionFindings]:
                 "compile_s": float(row.compile_s), "share": float(row.share),
                 "reason": row.reason if isinstance(row.reason, str) else None}
         held = w._calls.get((row.name, row.where))
+        if held is None and is_user_file(str(row.where).rsplit(":", 1)[0]):
+            # The user's function, jitted by a library (eqx.filter_jit hands jax.jit a wrapper
+            # of its own, with its own arguments): said, not left out of the findings.
+            out.append(FunctionFindings(**base, diagnosis=None, users=True, note=(
+                "not diagnosed: it was compiled through a library's jit (eqx.filter_jit, say), "
+                "whose call the watch does not hold; run explorer.diagnose on it with the same "
+                f"arguments, e.g. explorer.diagnose(eqx.filter_jit({row.name}), *args)")))
+            continue
         if held is None:
             out.append(FunctionFindings(**base, diagnosis=None, note=(
                 "not diagnosed: no jax.jit call of it was captured (an operation JAX or a "
                 "library defines, run outside jit, or a derivative compiled without a trace)")))
             continue
+        base["users"] = True
         call = held[1]
         positional = _positional(call)
         if isinstance(positional, str):

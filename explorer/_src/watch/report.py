@@ -86,7 +86,7 @@ def ranking_lines(w: Any, top: int = TOP_TEXT) -> list[str]:
 def findings_lines(w: Any) -> list[str]:
     out = []
     for f in w.findings:
-        if f.diagnosis is None and not (f.compiles > 1 and f.reason):
+        if f.diagnosis is None and not f.users and not (f.compiles > 1 and f.reason):
             continue  # nothing to say of an eager operation compiled once
         out.append(f"findings for {f.name} ({_where(f.where)}): {f.share:.0%} of the compile "
                    f"time, {f.compiles} compile(s), {_s(f.compile_s)} recorded")

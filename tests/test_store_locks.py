@@ -185,8 +185,11 @@ def test_kill_9_during_a_merge_loses_nothing(tmp_path):
         proc.wait(timeout=30)
         proc.stdout.close()
         if pending.exists():
-            cut_short += 1
-            assert len(explorer.Store(path)) == 1  # all or nothing: not one row half-merged
+            # All or nothing: not one row half-merged. A kill between the commit and the
+            # removal of the side file leaves every row in; the next merge then adds none twice.
+            merged = len(explorer.Store(path))
+            assert merged in (1, 1 + rows)
+            cut_short += merged == 1
     assert cut_short  # at least one kill landed before the merge was committed
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StoreWarning)

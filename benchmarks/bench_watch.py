@@ -343,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     spread = {k: [min(x[k] for x in rounds), max(x[k] for x in rounds)] for k in figures}
     ci = {k: median_interval([x[k] for x in rounds]) for k in GOALS}
     ip_goals = [k for k in GOALS if GOAL_SIDES[k] in sides] if in_process else []
+    ip_med = {k: statistics.median(x[k] for x in in_process) for k in ip_goals}
     ip_ci = {k: median_interval([x[k] for x in in_process]) for k in ip_goals}
     result = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine,
@@ -360,12 +361,11 @@ def main(argv: list[str] | None = None) -> int:
         "in_process": {
             "sides": list(sides),
             "rounds": in_process,
-            "median": {k: statistics.median(x[k] for x in in_process) for k in ip_goals},
+            "median": ip_med,
             "spread": {k: [min(x[k] for x in in_process), max(x[k] for x in in_process)]
                        for k in ip_goals},
             "median_95": ip_ci,
-            "met": {k: statistics.median(x[k] for x in in_process) <= GOALS[k]
-                    for k in ip_goals},
+            "met": {k: ip_med[k] <= GOALS[k] for k in ip_goals},
             "resolved": {k: not ip_ci[k][0] <= GOALS[k] <= ip_ci[k][1] for k in ip_goals},
         },
         "completeness": counts,

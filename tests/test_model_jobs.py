@@ -250,3 +250,107 @@ def test_an_update_handed_over_before_the_page_closed_is_dropped(tmp_path, execu
     for fn in handed:
         fn()
     assert ran == [] and m.wait(WAIT_S)
+
+
+# -- a run of several cases on a page: one redraw of the other plots, at its end --------------
+
+def _measured(m) -> int:
+    frame = m.results.frame
+    return 0 if frame is None else int((frame["source"] == "measured").sum())
+
+
+def _draws(m) -> list:
+    """(query, measured rows shown) for every redraw of ``m``'s plots, in order."""
+    drawn: list = []
+    m.view.param.watch(lambda *events: drawn.extend((e.name, _measured(m)) for e in events),
+                       ["compile_query", "metrics_query", "rollout_query"])
+    return drawn
+
+
+def test_held_redraws_draw_the_compile_plot_per_result_and_the_rest_once(tmp_path, executor):
+    m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor, **TINY)
+    try:
+        queue: list = []
+        m.session.dispatch = queue.append  # the page's event loop, run by hand
+
+        def turns() -> None:
+            while queue:
+                fns = list(queue)
+                queue.clear()
+                for fn in fns:
+                    fn()
+
+        drawn = _draws(m)
+        row = _row(horizon=5, target="loss", status="ok", compile_s=0.1)
+        m.results.add_row(dict(row, n_states=3))
+        turns()  # not held: every plot a new result changes
+        assert drawn == [("compile_query", 1), ("metrics_query", 1)]
+        m.view.hold_redraws()
+        for n in (4, 5):
+            m.results.add_row(dict(row, n_states=n))
+            turns()
+        assert drawn[2:] == [("compile_query", 2), ("compile_query", 3)]
+        m.view.stage = "trace"  # the user's change: what it asks, and what was held
+        turns()
+        assert drawn[4:] == [("compile_query", 3), ("metrics_query", 3)]
+        m.results.add_row(dict(row, n_states=6))
+        turns()
+        m.results.show_example = not m.results.show_example  # the user's too: never held
+        turns()
+        assert drawn[6:] == [("compile_query", 4), ("compile_query", 4), ("metrics_query", 4)]
+        m.results.add_row(dict(row, n_states=7))
+        turns()
+        assert drawn[9:] == [("compile_query", 5)]
+        m.view.release_redraws()
+        turns()
+        assert drawn[10:] == [("metrics_query", 5)]
+        assert m.view.metrics_query["frame"] is m.results.frame  # the plots read the newest
+        m.results.add_row(dict(row, n_states=8))  # released: every plot again
+        turns()
+        assert drawn[11:] == [("compile_query", 6), ("metrics_query", 6)]
+    finally:
+        m.close()
+
+
+@pytest.mark.slow
+def test_a_sweep_on_a_page_draws_the_other_plots_once_before_it_says_finished(tmp_path,
+                                                                              executor):
+    """On a page (a loop that runs what is posted), a sweep of four cases redraws the
+    compile-time plot after each, and the size, runtime and rollout plots once, with every row
+    and trajectory in, before the status says the sweep finished."""
+    import queue as queue_
+    import threading
+
+    m = ExplorerModel(store=tmp_path / "r.sqlite", executor=executor, **TINY)
+    posted: queue_.Queue = queue_.Queue()
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                fn = posted.get(timeout=0.05)
+            except queue_.Empty:
+                continue
+            fn()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        m.session.dispatch = posted.put
+        drawn = _draws(m)
+        m.session.param.watch(
+            lambda e: drawn.append(("finished", _measured(m))) if "finished" in e.new else None,
+            "status")
+        m.controls.representations = ["dict", "array"]
+        m.controls.sweep_n_states = [1, 3]
+        assert m.sweep()
+        assert _wait_until(lambda: drawn and drawn[-1][0] == "finished", 120), drawn
+        assert "Sweep finished: 4 of 4" in m.session.status
+        assert drawn == [("compile_query", k) for k in (1, 2, 3, 4)] + [
+            ("metrics_query", 4), ("rollout_query", 4), ("finished", 4)], drawn
+        assert set(m.view.rollout_query["data"]) == {"dict", "array"}
+    finally:
+        stop.set()
+        m.close()
+        m.wait(WAIT_S)
+        thread.join(5)

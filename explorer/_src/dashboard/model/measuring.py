@@ -75,6 +75,11 @@ class Measuring:
             elif spec.rollout and not cancel.is_set():
                 self._capture(spec, int(row["id"]), cancel, prefix)
 
+        # On a page, a run of several cases redraws only the compile-time plot after each case;
+        # the other plots once, at its end (see PlotView.hold_redraws).
+        hold = len(specs) > 1 and self.session.dispatch is not None
+        if hold:
+            self.session.post(self.view.hold_redraws)
         try:
             self._mark(marks, run_id)
             # The local worker measures one case at a time: the cases go one after the other.
@@ -93,6 +98,9 @@ class Measuring:
                                                 "danger"))
         finally:
             marks.close()
+            if hold:
+                self.session.post(self.view.release_redraws)
+                self._page_caught_up(cancel)  # the run ends with every plot drawn
             elapsed = time.monotonic() - started
             failed = sum(1 for row in failures if row.get("status") != "cancelled")
             ok = done[0] - len(failures)

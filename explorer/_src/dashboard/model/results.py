@@ -49,6 +49,7 @@ class Results(param.Parameterized):
         self._example = self._measured.iloc[:0]
         self._rollouts: dict[int, Rollout | None] = {}
         self._refresh_since = 0
+        self._adding_rows = False
         self._lock = threading.Lock()
         self._rows = Batch(self.session.post,
                            lambda frames: self._add_rows(pd.concat(frames, ignore_index=True)))
@@ -122,8 +123,18 @@ class Results(param.Parameterized):
                 return 0
             self._measured = (rows if self._measured.empty
                               else pd.concat([self._measured, rows], ignore_index=True))
-        self._publish()
+        self._adding_rows = True
+        try:
+            self._publish()
+        finally:
+            self._adding_rows = False
         return len(rows)
+
+    @property
+    def adding_rows(self) -> bool:
+        """Whether the frame is changing because rows were added (not the example shown or
+        hidden): read by the frame's watchers."""
+        return self._adding_rows
 
     # -- from the page's background jobs -----------------------------------------------
     def add_row(self, row: dict[str, Any]) -> None:

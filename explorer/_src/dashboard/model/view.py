@@ -3,7 +3,10 @@
 Each plot is a pure function of one query param: the results and the choices it filters on
 (``compile_query``, ``metrics_query``, ``rollout_query``). A change of what a plot reads asks
 for a redraw, which sets its query on the next turn of the page's event loop: the widget the
-user touched answers at once, and changes that come together draw once.
+user touched answers at once, and changes that come together draw once. While a run of
+several cases measures on a page (:meth:`PlotView.hold_redraws`), a new result redraws the
+compile-time plot only; the other plots are drawn once, when the run ends or the user changes
+the view.
 """
 
 from __future__ import annotations
@@ -99,6 +102,10 @@ class PlotView(param.Parameterized):
         self._later_redraws = Batch(functools.partial(self.session.post, later=True),
                                     self._flush_redraw)
         self._results_key = frame_key(self.results.frame)
+        # Plots a new result asked to redraw while a run holds them (see hold_redraws).
+        self._holding = False
+        self._held: set[str] = set()
+        self._results_driven = False
         self._rollout_data: dict[str, tuple[list[str], np.ndarray]] = {}
         self._rollout_n: int | None = None
         self._rollout_signature: tuple | None = None
@@ -110,7 +117,7 @@ class PlotView(param.Parameterized):
         self.results.param.watch(self._view_changed, "frame")
         # After the redraw the same new rows ask for (on a page: the next turn), so a new
         # result's compile-time plot does not wait for the trajectories to be looked up.
-        self.results.param.watch(lambda _: self.session.post(self.refresh_rollouts), "frame")
+        self.results.param.watch(self._frame_changed, "frame")
         self.param.watch(self._view_changed, ["stage", "show_target", "rollout_states",
                                               "presenter"])
         self.refresh_rollouts()
@@ -132,6 +139,12 @@ class PlotView(param.Parameterized):
         return dict(frame=self.results.frame, key=self._results_key, filters=self._filters(),
                     presenter=self.presenter, **extra)
 
+    def _frame_changed(self, event: param.parameterized.Event) -> None:
+        # New rows' trajectories are looked up without an event (they may be held, see
+        # hold_redraws); the example shown or hidden passes its event on (never held).
+        self.session.post(self.refresh_rollouts if self.results.adding_rows
+                          else functools.partial(self.refresh_rollouts, event))
+
     def _follow_target(self, event: param.parameterized.Event) -> None:
         if event.new in ("loss", "grad"):
             self.show_target = event.new
@@ -139,6 +152,8 @@ class PlotView(param.Parameterized):
     # -- redraws -----------------------------------------------------------------------
     def _view_changed(self, *events: param.parameterized.Event) -> None:
         names = {"results" if e.obj is self.results else e.name for e in events}
+        results_driven = self._results_driven or (names == {"results"}
+                                                  and self.results.adding_rows)
         if "results" in names:
             self._results_key = frame_key(self.results.frame)
         if names & {"horizon", "unroll"} and (bad := self.controls.bad_view()):
@@ -159,12 +174,36 @@ class PlotView(param.Parameterized):
             which.add("rollout")
         if "presenter" in names:
             which |= {"compile", "metrics", "rollout"}
-        self._redraw(which)
+        self._redraw(which, results_driven=results_driven)
 
-    def _redraw(self, which: set[str]) -> None:
+    def _redraw(self, which: set[str], results_driven: bool = False) -> None:
         """Ask for the plots in ``which`` to be drawn again, on the next turn of the event loop
-        when the page gave one (:attr:`Session.dispatch`), else at once."""
+        when the page gave one (:attr:`Session.dispatch`), else at once. While redraws are held
+        (:meth:`hold_redraws`), what a new result asks of the plots other than the compile-time
+        one waits; any other change draws those too."""
+        if self._holding and (results_driven or self._results_driven):
+            self._held |= which - {"compile"}
+            which = which & {"compile"}
+        elif self._held:
+            which, self._held = which | self._held, set()
         self._redraws.add(*sorted(which))
+
+    def hold_redraws(self) -> None:
+        """From now until :meth:`release_redraws`, a new result (a row, its trajectories)
+        redraws the compile-time plot only, the one a new result is looked for in; the
+        program-size, runtime and rollout plots are drawn once, at the release. A run of several
+        cases on a page holds them: each of its cases waits for the page to draw what the one
+        before brought (no drawing during a timed compile), and redrawing all four plots after
+        every case took most of a run's time. A change the user makes draws every plot it asks
+        for, held ones included."""
+        self._holding = True
+
+    def release_redraws(self) -> None:
+        """Draw what was held (after what was sent before), and stop holding."""
+        self._holding = False
+        if self._held:
+            held, self._held = self._held, set()
+            self._later_redraws.add(*sorted(held))
 
     def _flush_redraw(self, names: list[str]) -> None:
         which = set(names)
@@ -293,5 +332,11 @@ class PlotView(param.Parameterized):
                 f"Rollouts are captured for N ≤ {ROLLOUT_MAX_N}; none for this selection yet.")
         if missing and chosen is not None:
             note += f" No trajectory at N={chosen} for: {', '.join(missing)}."
-        self.param.update(rollout_states=current, rollout_note=note)
-        self._redraw({"rollout"})
+        # New trajectories, looked up for new results (no event: see __init__ and the
+        # measuring's capture), may be held; a change of the controls never is.
+        self._results_driven = not events
+        try:
+            self.param.update(rollout_states=current, rollout_note=note)
+            self._redraw({"rollout"})
+        finally:
+            self._results_driven = False

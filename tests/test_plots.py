@@ -230,6 +230,21 @@ def test_log_ticks_of_one_value_label_that_value():
     assert _plots.log_ticks(0.145, 0.145) == [(0.145, "0.145")]
 
 
+@pytest.mark.parametrize("draw", [_plots.compile_time_plot, _plots.runtime_plot])
+def test_one_measured_value_sits_inside_a_log_axis_with_ticks_around_it(draw, caplog):
+    # One row measured (a first Run's first case): a y range of one value. HoloViews padded it
+    # to or below zero, warned in the server's log and drew the axis from 0.01.
+    one = _rows(reps=("dict",), sizes=(2,))
+    fig = _render(draw(one, problem="decay", horizon=200, target="loss"))
+    assert not [r for r in caplog.records if "less than or equal to zero" in r.getMessage()]
+    shown = [float(v) for v in fig.renderers[-1].data_source.data[fig.renderers[-1].glyph.y]]
+    (value,) = set(shown)
+    assert 0 < fig.y_range.start < value < fig.y_range.end
+    labels = fig.yaxis[0].major_label_overrides
+    assert len(labels) >= 3 and all(fig.y_range.start <= float(v) <= fig.y_range.end
+                                    for v in labels)
+
+
 def test_metric_plots_carry_labelled_ticks_under_a_decade():
     df = _rows(k={"array": 0.1})
     df = df[df.n_states <= 10].copy()

@@ -103,6 +103,21 @@ def _ticks_for(values: pd.Series) -> list[tuple[float, str]]:
     return log_ticks(values.min(), values.max())
 
 
+def _log_y(values: pd.Series) -> dict[str, Any]:
+    """The options of a log y axis over ``values`` (its positive ones): readable ticks and, when
+    every value is the same, limits a factor of two either side of it. Left to HoloViews, a range
+    of one value was padded to or below zero, and the axis drawn from 0.01 with a warning in the
+    server's log (one row measured, say: its point sat at the axis's top)."""
+    values = pd.to_numeric(values, errors="coerce").to_numpy(float)
+    values = values[np.isfinite(values) & (values > 0)]
+    if not len(values):
+        return {}
+    lo, hi = float(values.min()), float(values.max())
+    if hi > lo * (1 + 1e-9):
+        return {"yticks": log_ticks(lo, hi) or None}
+    return {"yticks": log_ticks(lo / 2, hi * 2) or None, "ylim": (lo / 2, hi * 2)}
+
+
 def placeholder(title: str, message: str) -> hv.Overlay:
     """A placeholder with a message, on plain axes (never log ones, which need data); the
     message in lines a half-width plot holds (on one line it ran off both edges)."""
@@ -255,7 +270,7 @@ class _Figure:
                             hover_tooltips=self.tooltips, show_legend=False, **_HOVERED),
             "Overlay": _opts(title=title, logx=True, logy=True, **_legend(entries),
                              xticks=_ticks_for(points["n_states"]) or None,
-                             yticks=_ticks_for(points[self.y.name]) or None),
+                             **_log_y(points[self.y.name])),
         }
         if self.curves:
             colors, dashes, alphas = zip(*self.styles)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import re
@@ -30,6 +31,12 @@ from explorer.testing import is_user_file
 from explorer.testing import load_watched
 
 HERE = os.path.abspath(__file__)
+
+
+def _line_here(marker: str) -> int:
+    """The line of this file that ends with the comment ``# <marker>``."""
+    with open(HERE, encoding="utf-8") as f:
+        return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# {marker}"))
 
 
 def _line_of(fn) -> str:
@@ -461,27 +468,64 @@ def test_an_equinox_filter_jit_step_is_charged_to_its_definition():
     assert rec.where == _line_of(forward)
 
 
-def test_a_filter_jit_step_over_the_top_is_named_with_what_to_run_instead():
-    """The watch holds no jax.jit call of an eqx.filter_jit step (equinox hands JAX a wrapper
-    and arguments of its own): its findings say so, and what to run, instead of leaving the
-    program's slowest function out (they had said nothing of it). What they advise works."""
-    eqx = pytest.importorskip("equinox")
+def _filter_jit_step(eqx):
     names = [f"w{i}" for i in range(60)]
 
     @eqx.filter_jit
     def step(p):
-        return sum(jnp.sum(p[k] ** 2) for k in names)
+        return sum(jnp.sum(p[k] ** 2) for k in names)  # per-name sum
 
-    p = {k: jnp.ones(2) for k in names}
+    return step, {k: jnp.ones(2) for k in names}
+
+
+def test_a_filter_jit_step_over_the_top_is_diagnosed_on_the_users_lines():
+    """The watch holds the jax.jit call equinox makes of an eqx.filter_jit step (a wrapper and
+    arguments of equinox's own) and diagnoses it as JAX traced it: the findings name the user's
+    own line. They had left the program's slowest function out, then only said what to run."""
+    eqx = pytest.importorskip("equinox")
+    step, p = _filter_jit_step(eqx)
+    with explorer.watch(top=0.2) as w:
+        step(p)
+    (f,) = [f for f in w.findings if f.name == "step"]
+    assert f.where == _line_of(step)
+    assert f.diagnosis is not None, f.note
+    (found,) = [x for x in f.diagnosis.findings if x.kind == "per-leaf-repetition"]
+    lines = inspect.getsource(step.__wrapped__).splitlines()
+    at = next(i for i, text in enumerate(lines) if "per-name sum" in text)
+    assert found.where == f"{HERE}:{step.__wrapped__.__code__.co_firstlineno + at}"
+    assert "60 times" in found.message
+    assert "findings for step (" in str(w)
+    assert "[per-leaf-repetition]" in str(w)
+
+
+def test_a_filter_jit_step_whose_call_is_not_found_says_what_to_run_instead(monkeypatch):
+    """Where the watch cannot find the call equinox made (JAX moved its trace), the step is
+    still named, with what to run instead; and what that advises works."""
+    eqx = pytest.importorskip("equinox")
+    monkeypatch.setattr(compat, "jit_trace_in_progress", lambda frame: None)
+    step, p = _filter_jit_step(eqx)
     with explorer.watch(top=0.2) as w:
         step(p)
     (f,) = [f for f in w.findings if f.name == "step"]
     assert f.diagnosis is None and f.where == _line_of(step)
     assert "explorer.diagnose(eqx.filter_jit(step), *args)" in f.note
-    assert "findings for step (" in str(w)
     assert f.note in str(w)
+    monkeypatch.undo()
     d = explorer.diagnose(eqx.filter_jit(step), p)
     assert [x.kind for x in d.findings] == ["per-leaf-repetition"], d
+
+
+def test_an_eager_operation_on_a_users_line_is_not_called_library_jitted():
+    """An operation run outside jit on the user's line (``sum`` of arrays: ``add``) is named by
+    that line; it is not the user's function, and not said to be jitted by a library."""
+    xs = [jnp.full((5, 11), float(i)) for i in range(4)]  # a shape of its own: compiled here
+    with explorer.watch(top=0.0) as w:
+        total = sum(xs)  # eager adds
+    assert float(total[0, 0]) == 6.0
+    named = [f for f in w.findings if f.where.endswith(f":{_line_here('eager adds')}")]
+    assert named, [(f.name, f.where) for f in w.findings]
+    for f in named:
+        assert not f.users and "library's jit" not in (f.note or ""), f
 
 
 def test_an_equinox_filter_jit_recompile_names_the_users_argument():

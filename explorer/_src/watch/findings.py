@@ -77,6 +77,11 @@ def make_findings(w: Any) -> list[FunctionFindings]:
     """``diagnose`` each function over ``w.top`` of the compile time (at most a few)."""
 
     table = w.summary()
+    # The user's functions a library jitted (eqx.filter_jit): named by their definition, not by
+    # the line that called them (an eager operation run on a user's line is named by that line).
+    library_jitted = {(r.name, r.where) for r in w._raws
+                      if not r.user_defined and r.where != r.called_at
+                      and is_user_file(str(r.where).rsplit(":", 1)[0])}
     out: list[FunctionFindings] = []
     for row in table.itertuples(index=False):
         if len(out) >= MAX_FINDINGS or not row.share or row.share < w.top:
@@ -85,9 +90,10 @@ def make_findings(w: Any) -> list[FunctionFindings]:
                 "compile_s": float(row.compile_s), "share": float(row.share),
                 "reason": row.reason if isinstance(row.reason, str) else None}
         held = w._calls.get((row.name, row.where))
-        if held is None and is_user_file(str(row.where).rsplit(":", 1)[0]):
-            # The user's function, jitted by a library (eqx.filter_jit hands jax.jit a wrapper
-            # of its own, with its own arguments): said, not left out of the findings.
+        if held is None and (row.name, row.where) in library_jitted:
+            # The user's function, jitted by a library, whose call was not held (the watch
+            # holds the jax.jit call a library makes of it, when it finds that call's trace):
+            # said, not left out of the findings.
             out.append(FunctionFindings(**base, diagnosis=None, users=True, note=(
                 "not diagnosed: it was compiled through a library's jit (eqx.filter_jit, say), "
                 "whose call the watch does not hold; run explorer.diagnose on it with the same "

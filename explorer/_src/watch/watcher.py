@@ -314,7 +314,13 @@ class _Hub:
             key = trace_key(jt)
             definition = definition_of(jt.fun) or definition
         users = definition is not None and is_user_file(definition.rsplit(":", 1)[0])
-        keep_call = jt is not None and users and any(w.findings_wanted for w in self.watches)
+        wanted = jt is not None and any(w.findings_wanted for w in self.watches)
+        if wanted and not users:
+            # A library's jit of the user's function (eqx.filter_jit hands jax.jit a wrapper of
+            # its own): its call is held too, diagnosed as JAX traced it (the user's lines are
+            # inside).
+            users = user_frame(sys._getframe(3))[1] is not None
+        keep_call = wanted and users
         st.traces[name] = _Trace(
             name=name, trace_s=duration, eqns=eqns, n_leaves=n_leaves, definition=definition,
             reason=e.reason if e else None, never_seen=e is not None and e.never_seen,

@@ -265,3 +265,32 @@ def test_nnx_jit_step_is_measured_with_its_in_place_update():
     assert len(got) == len(want)
     for a, b in zip(got, want):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+
+
+def test_an_nnx_jit_function_in_the_watch_is_named_with_what_to_run_and_that_works():
+    """nnx.jit hands jax.jit a wrapper whose call needs flax's own context: the watch names the
+    user's function with what to run (its replay had ended as "No update context found"), and
+    what it says to run finds the user's per-name line."""
+    nnx = pytest.importorskip("flax.nnx")
+
+    class Named(nnx.Module):
+        def __init__(self, n):
+            self.ws = nnx.Dict({f"w{i}": nnx.Param(jnp.ones(3) * 0.1) for i in range(n)})
+
+        def __call__(self, x):
+            return sum(jnp.sum((w * x - 1.0) ** 2) for w in self.ws.values())  # per name
+
+    @nnx.jit
+    def value(m, x):
+        return m(x)
+
+    model, x = Named(60), jnp.linspace(0.0, 1.0, 3)
+    with explorer.watch(top=0.2) as w:
+        value(model, x)
+    (f,) = [f for f in w.findings if f.name == "value"]
+    assert f.diagnosis is None and f.users, f
+    assert "explorer.diagnose(value, *args)" in f.note and "context" not in f.note
+    assert f.note in str(w)
+    d = explorer.diagnose(value, model, x, try_pack=False, compile=False)
+    where = f"{__file__}:{line_of(Named.__call__, 'per name')}"
+    assert "per-leaf-repetition" in {x.kind for x in d.findings if x.where == where}, d

@@ -10,7 +10,9 @@ its findings.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
+import sys
 from typing import Any
 
 import jax
@@ -73,6 +75,19 @@ def _donated(args: tuple) -> bool:
     return False
 
 
+def _library_wrapper(fun: Any) -> bool:
+    """Whether a held call's function is a library's wrapper of the user's (nnx.jit hands
+    jax.jit one of its own), not the user's function itself."""
+    if isinstance(fun, functools.partial):
+        return _library_wrapper(fun.func)
+    code = getattr(fun, "__code__", None)
+    if code is not None:
+        return not is_user_file(code.co_filename)
+    module = sys.modules.get(type(fun).__module__)  # a callable object: where its class is
+    where = getattr(module, "__file__", None)
+    return where is not None and not is_user_file(where)
+
+
 def make_findings(w: Any) -> list[FunctionFindings]:
     """``diagnose`` each function over ``w.top`` of the compile time (at most a few)."""
 
@@ -90,14 +105,18 @@ def make_findings(w: Any) -> list[FunctionFindings]:
                 "compile_s": float(row.compile_s), "share": float(row.share),
                 "reason": row.reason if isinstance(row.reason, str) else None}
         held = w._calls.get((row.name, row.where))
-        if held is None and (row.name, row.where) in library_jitted:
-            # The user's function, jitted by a library, whose call was not held (the watch
-            # holds the jax.jit call a library makes of it, when it finds that call's trace):
-            # said, not left out of the findings.
-            out.append(FunctionFindings(**base, diagnosis=None, users=True, note=(
-                "not diagnosed: it was compiled through a library's jit (eqx.filter_jit, say), "
-                "whose call the watch does not hold; run explorer.diagnose on it with the same "
-                f"arguments, e.g. explorer.diagnose(eqx.filter_jit({row.name}), *args)")))
+        by_library = (row.name, row.where) in library_jitted or (
+            held is not None and _library_wrapper(held[1].fun))
+        # The user's function, jitted by a library: the watch holds the jax.jit call the
+        # library made of it, when it finds that call's trace, and replays it; where it cannot
+        # (no trace found, or a library whose call needs its own context, as nnx.jit's does),
+        # the function is named with what to run, never left out of the findings.
+        replay = FunctionFindings(**base, diagnosis=None, users=True, note=(
+            "not diagnosed: it was compiled through a library's jit (eqx.filter_jit or nnx.jit, "
+            "say), whose call the watch could not replay; run explorer.diagnose on the jitted "
+            f"function with the same arguments: explorer.diagnose({row.name}, *args)"))
+        if held is None and by_library:
+            out.append(replay)
             continue
         if held is None:
             out.append(FunctionFindings(**base, diagnosis=None, note=(
@@ -108,8 +127,8 @@ def make_findings(w: Any) -> list[FunctionFindings]:
         call = held[1]
         positional = _positional(call)
         if isinstance(positional, str):
-            out.append(FunctionFindings(**base, diagnosis=None, note=f"not diagnosed: "
-                                        f"{positional}"))
+            out.append(replay if by_library else FunctionFindings(
+                **base, diagnosis=None, note=f"not diagnosed: {positional}"))
             continue
         args, static = positional
         if _donated(args):
@@ -121,8 +140,8 @@ def make_findings(w: Any) -> list[FunctionFindings]:
             d = diagnose(call.fun, *args, static_argnums=static, compile=False,
                          try_pack=w.pack)
         except Exception as err:  # noqa: BLE001 - one function's failure is one sentence
-            out.append(FunctionFindings(**base, diagnosis=None,
-                                        note=f"not diagnosed: {describe_error(err)}"))
+            out.append(replay if by_library else FunctionFindings(
+                **base, diagnosis=None, note=f"not diagnosed: {describe_error(err)}"))
             continue
         out.append(FunctionFindings(**base, diagnosis=d))
     return out

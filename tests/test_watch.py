@@ -746,6 +746,47 @@ def test_ctrl_c_during_a_compile_ends_as_python_does(tmp_path, command):
     assert marker.read_text() == "the script's atexit ran"
 
 
+# Ctrl-C that Python's handler raises inside a garbage-collector callback (JAX registers one;
+# where a watched script's Ctrl-C landed while it traced, and the script went on to a 215 s
+# compile): Python prints it and drops it.
+_CTRL_C_IN_GC = """
+import gc, os, signal, sys, threading, time
+import jax, jax.numpy as jnp
+
+fired = []
+
+def in_gc(phase, info):
+    if (phase == "start" and not fired
+            and threading.current_thread() is threading.main_thread()):
+        fired.append(True)
+        print("interrupting inside a gc callback", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # Python's handler runs here, inside this callback
+
+jax.jit(lambda x: x + 1)(1.0)
+gc.callbacks.append(in_gc)
+gc.collect()
+for _ in range(300):
+    time.sleep(0.1)
+print("ran to the end", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_taken_inside_a_gc_callback_still_stops_the_watched_script(tmp_path):
+    import signal
+
+    (tmp_path / "prog.py").write_text(_CTRL_C_IN_GC)
+    done = subprocess.run(
+        [sys.executable, "-m", "explorer", "watch", "--no-findings", "prog.py"],
+        cwd=tmp_path, env={**os.environ, **CPU_ENV, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=120)
+    assert "interrupting inside a gc callback" in done.stderr  # what this test is about
+    assert "ran to the end" not in done.stdout
+    assert done.returncode == -signal.SIGINT, (done.returncode, done.stderr[-2000:])
+    assert "KeyboardInterrupt" in done.stderr and "<lambda> (prog.py:" in done.stderr
+
+
 def test_cli_in_process_stores_the_run(tmp_path, capsys, monkeypatch):
     from explorer.watch import main
 

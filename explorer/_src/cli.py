@@ -6,16 +6,16 @@ Bad input ends with one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .util import validate as v
+from .util.interrupts import interrupt, interrupts_never_dropped
 
 if TYPE_CHECKING:  # imported where used: --help and a bad argument import neither it nor JAX
     import pandas as pd
@@ -398,39 +398,6 @@ def _check_html_path(path: str) -> None:
         raise ValueError(f"--html {path}: folder {str(target.parent)!r} does not exist")
 
 
-_received: list[int] = []  # the signals :func:`_interrupt` turned into an interrupt
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    _received.append(signum)
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _interrupts_never_dropped() -> Iterator[None]:
-    """An interrupt (Ctrl-C, or SIGTERM through :func:`_interrupt`) that Python's handler raises
-    while the main thread runs a garbage-collector callback (JAX registers one), a ``__del__``
-    or a weakref callback is printed and dropped there ("Exception ignored in ..."), and the
-    command would go on. Here it is delivered again a moment later, outside that callback."""
-    previous = sys.unraisablehook
-    _received.clear()  # this command's signals only
-
-    def hook(unraisable: Any) -> None:
-        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-            signum = _received[-1] if _received else signal.SIGINT  # SIGTERM stays SIGTERM
-            timer = threading.Timer(0.01, os.kill, (os.getpid(), signum))
-            timer.daemon = True
-            timer.start()
-            return
-        previous(unraisable)
-
-    sys.unraisablehook = hook
-    try:
-        yield
-    finally:
-        sys.unraisablehook = previous
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -442,9 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     on_main = threading.current_thread() is threading.main_thread()
     # SIGTERM stops like Ctrl-C: the running job is killed, no row is stored for it.
-    previous = signal.signal(signal.SIGTERM, _interrupt) if on_main else None
+    previous = signal.signal(signal.SIGTERM, interrupt) if on_main else None
     try:
-        with warnings.catch_warnings(), _interrupts_never_dropped():
+        with warnings.catch_warnings(), interrupts_never_dropped():
             from .store.store import StoreWarning  # noqa: PLC0415
 
             warnings.simplefilter("always", StoreWarning)  # each lock episode, each merge

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..util.interrupts import interrupts_never_dropped
 from ..util.pages import is_ours
 from . import report
 from .session import watch
@@ -207,7 +208,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "pytree-explorer watch",
     if as_program:
         atexit.register(_exit_as_interrupted)
     w = watch(findings=not opts.no_findings)
-    with w:
+    with w, interrupts_never_dropped():  # Ctrl-C in JAX's gc callback still stops the script
         status = _run(kind, target, rest[1:], restore=not as_program)
     sys.stdout.flush()
     err = sys.stderr

@@ -95,12 +95,16 @@ def _legend(entries: int) -> dict[str, Any]:
     return dict(legend_position="bottom", legend_cols=cols, height=PLOT_HEIGHT + 24 * rows)
 
 
-def _ticks_for(values: pd.Series) -> list[tuple[float, str]]:
+def _positive_range(values: pd.Series) -> tuple[float, float] | None:
+    """The smallest and largest of the positive, finite ``values`` (what a log axis can show)."""
     values = pd.to_numeric(values, errors="coerce").to_numpy(float)
     values = values[np.isfinite(values) & (values > 0)]
-    if not len(values):
-        return []
-    return log_ticks(values.min(), values.max())
+    return (float(values.min()), float(values.max())) if len(values) else None
+
+
+def _ticks_for(values: pd.Series) -> list[tuple[float, str]]:
+    span = _positive_range(values)
+    return log_ticks(*span) if span else []
 
 
 def _log_y(values: pd.Series) -> dict[str, Any]:
@@ -108,11 +112,10 @@ def _log_y(values: pd.Series) -> dict[str, Any]:
     every value is the same, limits a factor of two either side of it. Left to HoloViews, a range
     of one value was padded to or below zero, and the axis drawn from 0.01 with a warning in the
     server's log (one row measured, say: its point sat at the axis's top)."""
-    values = pd.to_numeric(values, errors="coerce").to_numpy(float)
-    values = values[np.isfinite(values) & (values > 0)]
-    if not len(values):
+    span = _positive_range(values)
+    if span is None:
         return {}
-    lo, hi = float(values.min()), float(values.max())
+    lo, hi = span
     if hi > lo * (1 + 1e-9):
         return {"yticks": log_ticks(lo, hi) or None}
     return {"yticks": log_ticks(lo / 2, hi * 2) or None, "ylim": (lo / 2, hi * 2)}

@@ -181,7 +181,7 @@ class PlotView(param.Parameterized):
         when the page gave one (:attr:`Session.dispatch`), else at once. While redraws are held
         (:meth:`hold_redraws`), what a new result asks of the plots other than the compile-time
         one waits; any other change draws those too."""
-        if self._holding and (results_driven or self._results_driven):
+        if self._holding and results_driven:
             self._held |= which - {"compile"}
             which = which & {"compile"}
         elif self._held:
@@ -334,9 +334,10 @@ class PlotView(param.Parameterized):
             note += f" No trajectory at N={chosen} for: {', '.join(missing)}."
         # New trajectories, looked up for new results (no event: see __init__ and the
         # measuring's capture), may be held; a change of the controls never is.
-        self._results_driven = not events
+        held = not events
+        self._results_driven = held  # read by _view_changed, which the update calls
         try:
             self.param.update(rollout_states=current, rollout_note=note)
-            self._redraw({"rollout"})
         finally:
             self._results_driven = False
+        self._redraw({"rollout"}, results_driven=held)

@@ -186,6 +186,61 @@ def test_per_leaf_repetition_when_each_name_reads_its_own_slice_of_one_array():
     assert "jnp.sum" in found.remedy
 
 
+@pytest.fixture
+def wrapper_library(tmp_path, monkeypatch):
+    """An installed library (under site-packages) with a value wrapper whose ``*`` is a method
+    of the library's, as flax's ``nnx.Param`` is, and a function that maps over a list."""
+    lib = tmp_path / "site-packages" / "wraplib"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(
+        "import jax\n"
+        "@jax.tree_util.register_pytree_node_class\n"
+        "class Param:\n"
+        "    def __init__(self, value):\n"
+        "        self.value = value\n"
+        "    def tree_flatten(self):\n"
+        "        return (self.value,), None\n"
+        "    @classmethod\n"
+        "    def tree_unflatten(cls, aux, children):\n"
+        "        return cls(*children)\n"
+        "    def __mul__(self, other):\n"
+        "        return self.value * other  # the library's operator\n"
+        "def doubled(params):\n"
+        "    return [p.value * 2.0 for p in params]  # the library's own loop\n")
+    monkeypatch.syspath_prepend(str(lib.parent))
+    import importlib
+    yield importlib.import_module("wraplib")
+    import sys
+    sys.modules.pop("wraplib", None)
+
+
+def test_a_loop_of_the_users_through_a_librarys_operator_is_one_finding(wrapper_library):
+    """``sum(jnp.sum((w * x - 1) ** 2) for w in ws)`` with ``w`` a library's wrapper (flax's
+    ``nnx.Param``): its ``*`` runs in the library, but the loop is the user's line: one finding
+    there, counting the library's equations too, not a second one telling the user to hand the
+    library one array. A single call into a library that loops over the leaves keeps its own
+    finding."""
+    ws = [wrapper_library.Param(jnp.ones(3) * 0.1 * i) for i in range(60)]
+    x = jnp.linspace(0.0, 1.0, 3)
+
+    def loss(ws, x):
+        return sum(jnp.sum((w * x - 1.0) ** 2) for w in ws)  # loop through the operator
+
+    d = explorer.diagnose(loss, ws, x, compile=False, try_pack=False)
+    (found,) = only(d, "per-leaf-repetition")
+    assert found.where == line_of(loss, "loop through the operator")
+    assert "mul×1 through wraplib/__init__.py:12" in found.message, found.message
+    assert f"{d.jaxpr_eqns} of the program's {d.jaxpr_eqns} equations" in found.message
+    assert "calls library code" not in str(d)
+
+    def scaled(ws):
+        return sum(wrapper_library.doubled(ws))  # one call into the library
+
+    d = explorer.diagnose(scaled, ws, compile=False, try_pack=False)
+    library = [f for f in only(d, "per-leaf-repetition") if "calls library code" in f.message]
+    assert len(library) == 1 and "wraplib/__init__.py:14" in library[0].message, str(d)
+
+
 # -- per-leaf-repetition: trying the explorer's rewrite (explorer.jit, or explorer.pack) ----------
 from explorer.testing import diagnose_trial as trial_module  # noqa: E402
 

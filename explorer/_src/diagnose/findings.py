@@ -224,27 +224,40 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
             if r.line not in best or r.width > best[r.line].width:
                 best[r.line] = r
     # A library line's repetition is charged to the user's line that called it: one finding
-    # per user line, for its biggest library line.
+    # per user line. Where that line repeats equations of its own (a Python loop whose body
+    # goes through a library: flax's ``nnx.Param.__mul__``, ``optax.l2_loss(w) for w in ws``),
+    # the library's repeats are that loop's and fold into its finding; otherwise the finding is
+    # the library's biggest line.
+    own = {r.user for r in best.values() if r.user == r.line}
     library: dict[LineKey, LineShape] = {}
+    folded: dict[LineKey, list[LineShape]] = collections.defaultdict(list)
     for r in best.values():
-        if r.user != r.line and (r.user not in library or program.line_eqns(r.line)
-                                 > program.line_eqns(library[r.user].line)):
+        if r.user == r.line:
+            continue
+        if r.user in own:
+            folded[r.user].append(r)
+        elif r.user not in library or (program.line_eqns(r.line)
+                                       > program.line_eqns(library[r.user].line)):
             library[r.user] = r
     kept = [r for r in best.values() if r.user == r.line] + list(library.values())
     found = []
     for r in sorted(kept, key=lambda r: -program.line_eqns(r.line)):
         line_eqns = program.line_eqns(r.line)
-        repeats = math.gcd(*r.mix.values())
-        if repeats >= limits.min_repeats and r.width % repeats == 0:
-            what = (f"the same equations {repeats} times side by side ("
-                    + ", ".join(f"{p}×{c // repeats}" for p, c in r.mix.most_common(4)) + " each)")
-        else:  # the line's primitives are not whole multiples of one repeat
-            repeats = r.width
-            what = f"{repeats} `{r.width_primitive}` equations side by side"
+        repeats, what = _repeats(r, limits)
         after = math.ceil(line_eqns / repeats)
         if r.user != r.line:
             found.append(_library_repetition(r, what, line_eqns, total_eqns, n_leaves, after))
             continue
+        for lib in sorted(folded.get(r.user, ()), key=lambda s: -program.line_eqns(s.line)):
+            lib_eqns = program.line_eqns(lib.line)
+            lib_repeats, _ = _repeats(lib, limits)
+            if lib_repeats == repeats and what.endswith(" each)"):  # one loop: one repeat
+                mix = ", ".join(f"{p}×{c // repeats}" for p, c in lib.mix.most_common(4))
+                what = what[:-len(" each)")] + f", {mix} through {library_line(lib.line)} each)"
+            else:
+                what += f", and {lib_eqns} equations through {library_line(lib.line)}"
+            line_eqns += lib_eqns
+            after += math.ceil(lib_eqns / lib_repeats)
         summed = _sums(r, repeats)
         found.append(Finding(
             kind="per-leaf-repetition",
@@ -302,6 +315,17 @@ _LIBRARY_REMEDY = (
     "def f_flat(t, y, args):\n"
     "    return jax.flatten_util.ravel_pytree(f(t, unravel(y), args))[0]\n"
     "sol = diffrax.diffeqsolve(diffrax.ODETerm(f_flat), solver, t0, t1, dt0, flat0)")
+
+
+def _repeats(r: LineShape, limits: Limits) -> tuple[int, str]:
+    """How many times a line's equations repeat, and the words for them."""
+    repeats = math.gcd(*r.mix.values())
+    if repeats >= limits.min_repeats and r.width % repeats == 0:
+        return repeats, (f"the same equations {repeats} times side by side ("
+                         + ", ".join(f"{p}×{c // repeats}" for p, c in r.mix.most_common(4))
+                         + " each)")
+    # the line's primitives are not whole multiples of one repeat
+    return r.width, f"{r.width} `{r.width_primitive}` equations side by side"
 
 
 def _sums(r: LineShape, repeats: int) -> bool:

@@ -267,10 +267,12 @@ def test_nnx_jit_step_is_measured_with_its_in_place_update():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
 
 
-def test_an_nnx_jit_function_in_the_watch_is_named_with_what_to_run_and_that_works():
-    """nnx.jit hands jax.jit a wrapper whose call needs flax's own context: the watch names the
-    user's function with what to run (its replay had ended as "No update context found"), and
-    what it says to run finds the user's per-name line."""
+def test_an_nnx_jit_function_in_the_watch_is_diagnosed_on_the_users_own_call():
+    """nnx.jit hands jax.jit a wrapper whose call needs flax's own context (its replay ends as
+    "No update context found"): the watch diagnoses the user's own call of the nnx.jit
+    function instead, finds the user's per-name line, and leaves the model as it was. Called
+    with a keyword argument (which diagnose cannot pass), it is named with what to run, and
+    what it says to run works."""
     nnx = pytest.importorskip("flax.nnx")
 
     class Named(nnx.Module):
@@ -285,15 +287,27 @@ def test_an_nnx_jit_function_in_the_watch_is_named_with_what_to_run_and_that_wor
         return m(x)
 
     model, x = Named(60), jnp.linspace(0.0, 1.0, 3)
+    before = [np.asarray(v) for v in jax.tree_util.tree_leaves(nnx.state(model))]
     with explorer.watch(top=0.2) as w:
-        value(model, x)
+        got = value(model, x)
+    (f,) = [f for f in w.findings if f.name == "value"]
+    where = f"{__file__}:{line_of(Named.__call__, 'per name')}"
+    assert f.diagnosis is not None and f.users, f
+    # One finding at that line: its `w * x` runs in flax's Param.__mul__, but the loop is the
+    # user's (it had been a second finding telling the user to hand flax one array).
+    (at_line,) = [x for x in f.diagnosis.findings if x.where == where]
+    assert at_line.kind == "per-leaf-repetition" and "through flax/nnx/" in at_line.message
+    assert where.rsplit("/", 1)[-1] + " (" in str(w)  # the line, as the report prints it
+    after = jax.tree_util.tree_leaves(nnx.state(model))
+    assert len(after) == len(before)
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, np.asarray(b))
+    np.testing.assert_allclose(np.asarray(value(model, x)), np.asarray(got), rtol=1e-6)
+
+    with explorer.watch(top=0.2) as w:
+        value(model, x=x + 1.0)
     (f,) = [f for f in w.findings if f.name == "value"]
     assert f.diagnosis is None and f.users, f
     assert "explorer.diagnose(value, *args)" in f.note and "context" not in f.note
-    assert f.note in str(w)
     d = explorer.diagnose(value, model, x, try_pack=False, compile=False)
-    where = f"{__file__}:{line_of(Named.__call__, 'per name')}"
-    # One finding at that line: its `w * x` runs in flax's Param.__mul__, but the loop is the
-    # user's (it had been a second finding telling the user to hand flax one array).
-    (at_line,) = [x for x in d.findings if x.where == where]
-    assert at_line.kind == "per-leaf-repetition" and "through flax/nnx/" in at_line.message, d
+    assert "per-leaf-repetition" in {x.kind for x in d.findings if x.where == where}, d

@@ -88,6 +88,18 @@ def _library_wrapper(fun: Any) -> bool:
     return where is not None and not is_user_file(where)
 
 
+def _users_call(w: Any, entry: Any, base: dict) -> FunctionFindings | None:
+    """The diagnosis of the user's own call of a library's jit of their function (``value(model,
+    x)`` for an ``nnx.jit``'s ``value``), or ``None`` where there is none to make."""
+    if entry is None or entry.kwargs or _donated(entry.args):
+        return None
+    try:
+        d = diagnose(entry.fn, *entry.args, compile=False, try_pack=w.pack)
+    except Exception:  # noqa: BLE001 - the function is then named with what to run
+        return None
+    return FunctionFindings(**{**base, "users": True}, diagnosis=d)
+
+
 def make_findings(w: Any) -> list[FunctionFindings]:
     """``diagnose`` each function over ``w.top`` of the compile time (at most a few)."""
 
@@ -105,29 +117,33 @@ def make_findings(w: Any) -> list[FunctionFindings]:
                 "compile_s": float(row.compile_s), "share": float(row.share),
                 "reason": row.reason if isinstance(row.reason, str) else None}
         held = w._calls.get((row.name, row.where))
+        call, entry = (held[1], held[2]) if held is not None else (None, None)
         by_library = (row.name, row.where) in library_jitted or (
-            held is not None and _library_wrapper(held[1].fun))
+            call is not None and _library_wrapper(call.fun))
         # The user's function, jitted by a library: the watch holds the jax.jit call the
         # library made of it, when it finds that call's trace, and replays it; where it cannot
-        # (no trace found, or a library whose call needs its own context, as nnx.jit's does),
-        # the function is named with what to run, never left out of the findings.
-        replay = FunctionFindings(**base, diagnosis=None, users=True, note=(
-            "not diagnosed: it was compiled through a library's jit (eqx.filter_jit or nnx.jit, "
-            "say), whose call the watch could not replay; run explorer.diagnose on the jitted "
-            f"function with the same arguments: explorer.diagnose({row.name}, *args)"))
-        if held is None and by_library:
-            out.append(replay)
+        # (a library whose call needs its own context, as nnx.jit's does), it diagnoses the
+        # user's own call of the library's wrapper; failing both, the function is named with
+        # what to run, never left out of the findings.
+        def replay(base=base, entry=entry, name=row.name) -> FunctionFindings:
+            return _users_call(w, entry, base) or FunctionFindings(
+                **{**base, "users": True}, diagnosis=None, note=(
+                    "not diagnosed: it was compiled through a library's jit (eqx.filter_jit or "
+                    "nnx.jit, say), whose call the watch could not replay; run "
+                    "explorer.diagnose on the jitted function with the same arguments: "
+                    f"explorer.diagnose({name}, *args)"))
+        if call is None and by_library:
+            out.append(replay())
             continue
-        if held is None:
+        if call is None:
             out.append(FunctionFindings(**base, diagnosis=None, note=(
                 "not diagnosed: no jax.jit call of it was captured (an operation JAX or a "
                 "library defines, run outside jit, or a derivative compiled without a trace)")))
             continue
         base["users"] = True
-        call = held[1]
         positional = _positional(call)
         if isinstance(positional, str):
-            out.append(replay if by_library else FunctionFindings(
+            out.append(replay() if by_library else FunctionFindings(
                 **base, diagnosis=None, note=f"not diagnosed: {positional}"))
             continue
         args, static = positional
@@ -140,7 +156,7 @@ def make_findings(w: Any) -> list[FunctionFindings]:
             d = diagnose(call.fun, *args, static_argnums=static, compile=False,
                          try_pack=w.pack)
         except Exception as err:  # noqa: BLE001 - one function's failure is one sentence
-            out.append(replay if by_library else FunctionFindings(
+            out.append(replay() if by_library else FunctionFindings(
                 **base, diagnosis=None, note=f"not diagnosed: {describe_error(err)}"))
             continue
         out.append(FunctionFindings(**base, diagnosis=d))

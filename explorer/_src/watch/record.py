@@ -176,6 +176,37 @@ def _entry(frame: FrameType | None) -> tuple[Any, tuple, dict] | None:
     return fn, before, before_kw
 
 
+@dataclasses.dataclass(frozen=True)
+class UserCall:
+    """The user's own call of a library's wrapper of their function (``nnx.jit``'s): the
+    wrapper as the user called it and the arguments as the user passed them, for a diagnosis
+    where the ``jax.jit`` call the library made cannot be replayed outside the library."""
+
+    fn: Any
+    args: tuple
+    kwargs: dict
+
+
+def user_call(frame: FrameType | None) -> UserCall | None:
+    """Walk out from ``frame`` to the first user frame: the call it made of a library's
+    wrapper of a user's function, read from the wrapper's frame (a plain ``*args, **kwargs``
+    forwarding method of the object the user called); ``None`` otherwise."""
+    inner = None
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            if _entry(inner) is None:
+                return None
+            info = inspect.getargvalues(inner)
+            if info.varargs is None or any(a not in ("self", "cls") for a in info.args):
+                return None
+            kwargs = dict(info.locals.get(info.keywords) or {}) if info.keywords else {}
+            return UserCall(inner.f_locals.get("self"),
+                            tuple(info.locals.get(info.varargs) or ()), kwargs)
+        inner = frame
+        frame = frame.f_back
+    return None
+
+
 # -- the user's arguments, for a function a library wraps ------------------------------------
 # A library's jit (``eqx.filter_jit``) hands JAX arguments of its own (``dynamic_nodonate``,
 # ``static``), and JAX's explanation names those. The user's own call is read from the frame

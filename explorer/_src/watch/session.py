@@ -55,7 +55,7 @@ class Watch:
         self._alive: dict[tuple[str, str], list[tuple[Any, int]]] = {}
         self._n_objects = 0
         self._records: tuple[CompileRecord, ...] | None = None  # once closed
-        self._calls: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._calls: dict[tuple[str, str], tuple[float, Any, Any]] = {}
         self._sizes: dict[int, tuple[int | None, int | None]] = {}  # record -> chars, args
         self._modules: dict[int, Any] = {}  # record -> its module, until printed
         self._errors: collections.Counter[str] = collections.Counter()
@@ -104,11 +104,12 @@ class Watch:
                 if self.findings_wanted:
                     seconds = raw.compile_s or 0.0
                     if key not in self._calls or seconds > self._calls[key][0]:
-                        self._calls[key] = (seconds, raw.call)  # the slowest compile's call
+                        # the slowest compile's call
+                        self._calls[key] = (seconds, raw.call, raw.entry)
                 # The call (the program's arguments) is held once, in _calls, until the
                 # findings are made; the records keep none (another watch may be fed the
                 # same raw).
-                raw = dataclasses.replace(raw, call=None)
+                raw = dataclasses.replace(raw, call=None, entry=None)
             if raw.module is not None:  # printed when the records are read
                 self._modules[len(self._raws)] = raw.module
                 raw = dataclasses.replace(raw, module=None)

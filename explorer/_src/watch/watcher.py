@@ -47,8 +47,9 @@ import jax
 
 from .. import compat
 from ..core.measure import count_eqns
-from .record import (CallSignature, CompileRecord, TraceKey, call_change, definition_of,
-                     explain, is_user_file, key_change, trace_key, user_frame)
+from .record import (CallSignature, CompileRecord, TraceKey, UserCall, call_change,
+                     definition_of, explain, is_user_file, key_change, trace_key, user_call,
+                     user_frame)
 
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -89,6 +90,7 @@ class _Trace:
     never_seen: bool
     key: TraceKey | None
     call: Any  # compat.JitTrace or None: the function and arguments, for findings
+    entry: UserCall | None  # the user's call of a library's jit of their function
 
 
 @dataclasses.dataclass
@@ -123,6 +125,7 @@ class Raw:
     thread: str
     ended: float  # time.perf_counter()
     call: Any
+    entry: UserCall | None
 
 
 class _PerThread(threading.local):
@@ -315,16 +318,18 @@ class _Hub:
             definition = definition_of(jt.fun) or definition
         users = definition is not None and is_user_file(definition.rsplit(":", 1)[0])
         wanted = jt is not None and any(w.findings_wanted for w in self.watches)
+        # A library's jit of the user's function (eqx.filter_jit, nnx.jit hand jax.jit a
+        # wrapper of their own): its call is held too, diagnosed as JAX traced it (the user's
+        # lines are inside), and the user's own call of the library's wrapper beside it, for a
+        # library whose call needs its own context (nnx.jit's).
+        entry = user_call(sys._getframe(3)) if wanted else None
         if wanted and not users:
-            # A library's jit of the user's function (eqx.filter_jit hands jax.jit a wrapper of
-            # its own): its call is held too, diagnosed as JAX traced it (the user's lines are
-            # inside).
-            users = user_frame(sys._getframe(3))[1] is not None
+            users = entry is not None or user_frame(sys._getframe(3))[1] is not None
         keep_call = wanted and users
         st.traces[name] = _Trace(
             name=name, trace_s=duration, eqns=eqns, n_leaves=n_leaves, definition=definition,
             reason=e.reason if e else None, never_seen=e is not None and e.never_seen,
-            key=key, call=jt if keep_call else None)
+            key=key, call=jt if keep_call else None, entry=entry)
 
     def _lowered(self, module: str, duration: float) -> None:
         st = self.local
@@ -373,7 +378,7 @@ class _Hub:
             call_signature=call_signature,
             dump_path=dump_path, module=hlo_module,
             thread=threading.current_thread().name, ended=ended,
-            call=trace.call if trace else None)
+            call=trace.call if trace else None, entry=trace.entry if trace else None)
         for w in list(self.watches):
             w.add(raw)
 

@@ -231,18 +231,25 @@ def test_log_ticks_of_one_value_label_that_value():
 
 
 @pytest.mark.parametrize("draw", [_plots.compile_time_plot, _plots.runtime_plot])
-def test_one_measured_value_sits_inside_a_log_axis_with_ticks_around_it(draw, caplog):
-    # One row measured (a first Run's first case): a y range of one value. HoloViews padded it
-    # to or below zero, warned in the server's log and drew the axis from 0.01.
-    one = _rows(reps=("dict",), sizes=(2,))
+@pytest.mark.parametrize("reps, n", [(("dict",), 2), (("dict", "array"), 1)])
+def test_one_measured_value_sits_inside_a_log_axis_with_ticks_around_it(draw, reps, n, caplog):
+    # One row measured (a first Run's first case): a y range of one value; a Run or Sweep of
+    # one N (N = 1, five sessions' sweeps in the load test): an x range of one value. HoloViews
+    # padded each to or below zero, warned in the server's log and drew the axis from 0.01.
+    one = _rows(reps=reps, sizes=(n,))
     fig = _render(draw(one, problem="decay", horizon=200, target="loss"))
     assert not [r for r in caplog.records if "less than or equal to zero" in r.getMessage()]
-    shown = [float(v) for v in fig.renderers[-1].data_source.data[fig.renderers[-1].glyph.y]]
-    (value,) = set(shown)
-    assert 0 < fig.y_range.start < value < fig.y_range.end
-    labels = fig.yaxis[0].major_label_overrides
-    assert len(labels) >= 3 and all(fig.y_range.start <= float(v) <= fig.y_range.end
-                                    for v in labels)
+    source = fig.renderers[-1].data_source.data
+    shown = {"x": {float(v) for v in source[fig.renderers[-1].glyph.x]},
+             "y": {float(v) for v in source[fig.renderers[-1].glyph.y]}}
+    assert shown["x"] == {float(n)}
+    for axis, rng, ticks in (("x", fig.x_range, fig.xaxis[0]), ("y", fig.y_range, fig.yaxis[0])):
+        if len(shown[axis]) != 1:
+            continue  # two representations: two compile times
+        (value,) = shown[axis]
+        assert 0 < rng.start < value < rng.end, (axis, rng.start, rng.end)
+        labels = ticks.major_label_overrides
+        assert len(labels) >= 3 and all(rng.start <= float(v) <= rng.end for v in labels), axis
 
 
 def test_metric_plots_carry_labelled_ticks_under_a_decade():

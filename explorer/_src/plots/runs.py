@@ -9,7 +9,7 @@ import holoviews as hv
 import pandas as pd
 
 from .sweep import (_CANVAS, _HOVERED, N_DIM, PLOT_HEIGHT, REPRESENTATION_COLORS, _bokeh,
-                    _log_y, _opts, _ticks_for, color_of, placeholder)
+                    _log_axis, _opts, color_of, placeholder)
 
 _RATIO_LABELS = {"compile_s": "compile time", "hlo_pre_bytes": "program size",
                  "run_s": "runtime per call"}
@@ -47,8 +47,8 @@ def run_ratio_plot(table: pd.DataFrame | None, metric: str = "compile_s") -> hv.
     ratios = pd.concat([every["ratio"], pd.Series([1.0])])
     return hv.Overlay([*curves, scatter, same]).opts(
         backend="bokeh", **_opts(title=title, logx=True, logy=True,
-                                 xticks=_ticks_for(every["n_states"]) or None,
-                                 **_log_y(ratios)))
+                                 **_log_axis(every["n_states"], "x"),
+                                 **_log_axis(ratios, "y")))
 
 
 _RANKING_STAGES = (("trace_s", "trace", "#a6bddb"), ("lower_s", "lower", "#74a9cf"),

@@ -102,23 +102,19 @@ def _positive_range(values: pd.Series) -> tuple[float, float] | None:
     return (float(values.min()), float(values.max())) if len(values) else None
 
 
-def _ticks_for(values: pd.Series) -> list[tuple[float, str]]:
-    span = _positive_range(values)
-    return log_ticks(*span) if span else []
-
-
-def _log_y(values: pd.Series) -> dict[str, Any]:
-    """The options of a log y axis over ``values`` (its positive ones): readable ticks and, when
-    every value is the same, limits a factor of two either side of it. Left to HoloViews, a range
-    of one value was padded to or below zero, and the axis drawn from 0.01 with a warning in the
-    server's log (one row measured, say: its point sat at the axis's top)."""
+def _log_axis(values: pd.Series, axis: str) -> dict[str, Any]:
+    """The options of a log ``axis`` (``"x"`` or ``"y"``) over ``values`` (its positive ones):
+    readable ticks and, when every value is the same, limits a factor of two either side of it.
+    Left to HoloViews, a range of one value was padded to or below zero, and the axis drawn from
+    0.01 with a warning in the server's log (one row measured, or a sweep of one N: its point
+    sat at the axis's edge)."""
     span = _positive_range(values)
     if span is None:
         return {}
     lo, hi = span
     if hi > lo * (1 + 1e-9):
-        return {"yticks": log_ticks(lo, hi) or None}
-    return {"yticks": log_ticks(lo / 2, hi * 2) or None, "ylim": (lo / 2, hi * 2)}
+        return {f"{axis}ticks": log_ticks(lo, hi) or None}
+    return {f"{axis}ticks": log_ticks(lo / 2, hi * 2) or None, f"{axis}lim": (lo / 2, hi * 2)}
 
 
 def placeholder(title: str, message: str) -> hv.Overlay:
@@ -272,8 +268,8 @@ class _Figure:
             "Scatter": dict(color="color", alpha="alpha", size=7, tools=["hover"],
                             hover_tooltips=self.tooltips, show_legend=False, **_HOVERED),
             "Overlay": _opts(title=title, logx=True, logy=True, **_legend(entries),
-                             xticks=_ticks_for(points["n_states"]) or None,
-                             **_log_y(points[self.y.name])),
+                             **_log_axis(points["n_states"], "x"),
+                             **_log_axis(points[self.y.name], "y")),
         }
         if self.curves:
             colors, dashes, alphas = zip(*self.styles)

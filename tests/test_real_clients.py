@@ -311,3 +311,45 @@ def test_an_nnx_jit_function_in_the_watch_is_diagnosed_on_the_users_own_call():
     assert "explorer.diagnose(value, *args)" in f.note and "context" not in f.note
     d = explorer.diagnose(value, model, x, try_pack=False, compile=False)
     assert "per-leaf-repetition" in {x.kind for x in d.findings if x.where == where}, d
+
+
+def test_the_watch_diagnosing_an_nnx_step_leaves_its_model_and_optimizer_one_step_on():
+    """The watch's diagnosis of an nnx.jit training step (its per-name loss and optax's update,
+    both in place) traces the user's call again and tries explorer.jit on it: after the block
+    the model and optimizer are exactly one step on, as without the watch."""
+    nnx = pytest.importorskip("flax.nnx")
+
+    class Named(nnx.Module):
+        def __init__(self, n):
+            self.ws = nnx.Dict({f"w{i}": nnx.Param(jnp.ones(3) * 0.1 * (i + 1))
+                                for i in range(n)})
+
+        def __call__(self, x):
+            return sum(jnp.sum((w * x - 1.0) ** 2) for w in self.ws.values())  # per name
+
+    @nnx.jit
+    def train_step(model, optimizer, x):
+        loss, grads = nnx.value_and_grad(lambda m: m(x))(model)
+        optimizer.update(model, grads)  # optax's update, in place
+        return loss
+
+    def fresh():
+        model = Named(60)
+        return model, nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+
+    x = jnp.linspace(0.0, 1.0, 3)
+    model, optimizer = fresh()
+    with explorer.watch(top=0.2) as w:
+        loss = train_step(model, optimizer, x)
+    (f,) = [f for f in w.findings if f.name == "train_step"]
+    assert f.diagnosis is not None, f
+    where = f"{__file__}:{line_of(Named.__call__, 'per name')}"
+    assert "per-leaf-repetition" in {x.kind for x in f.diagnosis.findings if x.where == where}
+    want_model, want_optimizer = fresh()
+    np.testing.assert_array_equal(np.asarray(loss),
+                                  np.asarray(train_step(want_model, want_optimizer, x)))
+    got = jax.tree_util.tree_leaves(nnx.state((model, optimizer)))
+    want = jax.tree_util.tree_leaves(nnx.state((want_model, want_optimizer)))
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -84,8 +84,15 @@ class JitReport:
     pack_s: float | None = None
 
     def __str__(self) -> str:
-        lines = [f"{self.eqns_before} equations before, {self.eqns_after} after"
-                 + (f" (not packed: {self.fallback})" if self.fallback else "")]
+        first = f"{self.eqns_before} equations before, {self.eqns_after} after"
+        if self.fallback:
+            first += f" (not packed: {self.fallback})"
+        elif self.eqns_after > self.eqns_before:
+            leaves = sum(n for *_, n in self.inputs)
+            first += (f" (more than jax.jit's: packing did not pay for these {leaves} leaves in "
+                      f"{len(self.inputs)} (shape, dtype) groups; jax.jit(fun) compiles the "
+                      "smaller program)")
+        lines = [first]
         for k, (arg, shape, dtype, n) in enumerate(self.inputs):
             lines.append(f"  input {arg}: {n} leaves {dtype}{list(shape)} -> one array"
                          + (", steps first" if k in self.steps_first else ""))

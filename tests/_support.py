@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.util
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 # Worker jobs in tests run on the CPU backend.
@@ -91,3 +96,20 @@ def same_as_jax_jit(fun, *args, static_argnums=(), **tolerance):
     got = j(*args)
     close_trees(got, jax.jit(fun, static_argnums=static_argnums)(*args), **tolerance)
     return j
+
+
+@contextlib.contextmanager
+def installed_library(root: Path, name: str, source: str) -> Iterator[ModuleType]:
+    """Package ``name`` with ``source`` as its ``__init__.py``, under ``root/site-packages`` (an
+    installed library to the explorer, not the user's code), imported; forgotten after."""
+    lib = root / "site-packages" / name
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(name, lib / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(name, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 from jax import lax
+from _support import installed_library
 
 import explorer
 
@@ -42,29 +43,18 @@ def test_a_line_and_the_lambda_on_it_are_one_row():
 def test_equations_inside_a_library_jit_are_charged_to_the_line_calling_it(tmp_path):
     """A library's own jit keeps no frame of the caller in its equations' tracebacks: they are
     charged to the user's line that called it, the library line named in ``via``."""
-    lib = tmp_path / "site-packages" / "fakelib"
-    lib.mkdir(parents=True)
-    (lib / "__init__.py").write_text(
-        "import jax\n"
-        "import jax.numpy as jnp\n"
-        "@jax.jit\n"
-        "def solve(y):\n"
-        "    return {k: jnp.sin(v) * 2.0 for k, v in y.items()}  # the library's line\n")
-    import importlib.util
-    import sys
-    spec = importlib.util.spec_from_file_location("fakelib", lib / "__init__.py")
-    fakelib = importlib.util.module_from_spec(spec)
-    sys.modules["fakelib"] = fakelib
-    try:
-        spec.loader.exec_module(fakelib)
+    source = ("import jax\n"
+              "import jax.numpy as jnp\n"
+              "@jax.jit\n"
+              "def solve(y):\n"
+              "    return {k: jnp.sin(v) * 2.0 for k, v in y.items()}  # the library's line\n")
+    with installed_library(tmp_path, "fakelib", source) as fakelib:
 
         def loss(y):
             out = fakelib.solve(y)  # the user's call
             return sum(out.values())
 
         table = explorer.blame(loss, {f"s{i}": jnp.ones(()) for i in range(6)})
-    finally:
-        del sys.modules["fakelib"]
     top = table.iloc[0]
     assert "fakelib.solve(y)" in top["code"] and top["file"] == __file__
     assert top["eqns"] >= 12  # sin and mul per leaf, inside the library's jit

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _support import one_line
+from _support import installed_library, one_line
 
 import explorer
 from explorer.testing import FINDING_KINDS as KINDS
@@ -187,31 +187,25 @@ def test_per_leaf_repetition_when_each_name_reads_its_own_slice_of_one_array():
 
 
 @pytest.fixture
-def wrapper_library(tmp_path, monkeypatch):
+def wrapper_library(tmp_path):
     """An installed library (under site-packages) with a value wrapper whose ``*`` is a method
     of the library's, as flax's ``nnx.Param`` is, and a function that maps over a list."""
-    lib = tmp_path / "site-packages" / "wraplib"
-    lib.mkdir(parents=True)
-    (lib / "__init__.py").write_text(
-        "import jax\n"
-        "@jax.tree_util.register_pytree_node_class\n"
-        "class Param:\n"
-        "    def __init__(self, value):\n"
-        "        self.value = value\n"
-        "    def tree_flatten(self):\n"
-        "        return (self.value,), None\n"
-        "    @classmethod\n"
-        "    def tree_unflatten(cls, aux, children):\n"
-        "        return cls(*children)\n"
-        "    def __mul__(self, other):\n"
-        "        return self.value * other  # the library's operator\n"
-        "def doubled(params):\n"
-        "    return [p.value * 2.0 for p in params]  # the library's own loop\n")
-    monkeypatch.syspath_prepend(str(lib.parent))
-    import importlib
-    yield importlib.import_module("wraplib")
-    import sys
-    sys.modules.pop("wraplib", None)
+    source = ("import jax\n"
+              "@jax.tree_util.register_pytree_node_class\n"
+              "class Param:\n"
+              "    def __init__(self, value):\n"
+              "        self.value = value\n"
+              "    def tree_flatten(self):\n"
+              "        return (self.value,), None\n"
+              "    @classmethod\n"
+              "    def tree_unflatten(cls, aux, children):\n"
+              "        return cls(*children)\n"
+              "    def __mul__(self, other):\n"
+              "        return self.value * other  # the library's operator\n"
+              "def doubled(params):\n"
+              "    return [p.value * 2.0 for p in params]  # the library's own loop\n")
+    with installed_library(tmp_path, "wraplib", source) as wraplib:
+        yield wraplib
 
 
 def test_a_loop_of_the_users_through_a_librarys_operator_is_one_finding(wrapper_library):

@@ -6,7 +6,6 @@ Bad input ends with one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading

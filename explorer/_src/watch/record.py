@@ -126,26 +126,34 @@ def _at(filename: str, line: int | None) -> str:
     return f"{filename}:{line}" if line else filename
 
 
+def _entered(frame: FrameType | None) -> tuple[FrameType | None, FrameType | None]:
+    """Walk out from ``frame``: the first user frame, and the library frame it entered (the
+    one just inside it; ``None`` where the user frame is ``frame`` itself, or there is none)."""
+    inner = None
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            return frame, inner
+        inner = frame
+        frame = frame.f_back
+    return None, None
+
+
 def user_frame(frame: FrameType | None, *, call: bool = False
                ) -> tuple[str | None, str | None, CallSignature | None]:
     """Walk out from ``frame``: the first user frame's ``file:line``; the user's definition of
     the callable the library was entered through, when that is the user's (a
     ``functools.wraps`` wrapper such as ``eqx.filter_jit``'s, through ``__wrapped__``); and,
     with ``call=True``, the user's arguments to it (:func:`call_signature`), else ``None``."""
-    inner = None
-    while frame is not None:
-        code = frame.f_code
-        if is_user_file(code.co_filename):
-            at = _at(code.co_filename, frame.f_lineno)
-            entry = _entry(inner)
-            if entry is None:
-                return at, None, None
-            fn, before, before_kw = entry
-            sig = _bound_signature(inner, fn, before, before_kw) if call else None
-            return at, _at(fn.__code__.co_filename, fn.__code__.co_firstlineno), sig
-        inner = frame
-        frame = frame.f_back
-    return None, None, None
+    user, inner = _entered(frame)
+    if user is None:
+        return None, None, None
+    at = _at(user.f_code.co_filename, user.f_lineno)
+    entry = _entry(inner)
+    if entry is None:
+        return at, None, None
+    fn, before, before_kw = entry
+    sig = _bound_signature(inner, fn, before, before_kw) if call else None
+    return at, _at(fn.__code__.co_filename, fn.__code__.co_firstlineno), sig
 
 
 def _entry(frame: FrameType | None) -> tuple[Any, tuple, dict] | None:
@@ -191,20 +199,15 @@ def user_call(frame: FrameType | None) -> UserCall | None:
     """Walk out from ``frame`` to the first user frame: the call it made of a library's
     wrapper of a user's function, read from the wrapper's frame (a plain ``*args, **kwargs``
     forwarding method of the object the user called); ``None`` otherwise."""
-    inner = None
-    while frame is not None:
-        if is_user_file(frame.f_code.co_filename):
-            if _entry(inner) is None:
-                return None
-            info = inspect.getargvalues(inner)
-            if info.varargs is None or any(a not in ("self", "cls") for a in info.args):
-                return None
-            kwargs = dict(info.locals.get(info.keywords) or {}) if info.keywords else {}
-            return UserCall(inner.f_locals.get("self"),
-                            tuple(info.locals.get(info.varargs) or ()), kwargs)
-        inner = frame
-        frame = frame.f_back
-    return None
+    _, inner = _entered(frame)
+    if _entry(inner) is None:
+        return None
+    info = inspect.getargvalues(inner)
+    if info.varargs is None or any(a not in ("self", "cls") for a in info.args):
+        return None
+    kwargs = dict(info.locals.get(info.keywords) or {}) if info.keywords else {}
+    return UserCall(inner.f_locals.get("self"), tuple(info.locals.get(info.varargs) or ()),
+                    kwargs)
 
 
 # -- the user's arguments, for a function a library wraps ------------------------------------

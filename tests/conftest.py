@@ -38,6 +38,16 @@ with contextlib.suppress(ImportError):  # playwright is a test dependency; be sa
     _expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 
 
+def pytest_configure(config):
+    """A shell starts a background job without job control (``(pytest &)``, a script's ``&``)
+    with SIGINT ignored, and an ignored signal stays ignored across ``exec``: every CLI, watch
+    and worker process a test starts would then shrug off the Ctrl-C that the interrupt tests
+    send it (six failures that are not the explorer's). A terminal's Ctrl-C reaches a process
+    whose SIGINT is not ignored; the test processes, and so what they start, get that."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session")
 def executor():
     """One measuring worker (CPU backend) shared by the tests that need one; a test that kills

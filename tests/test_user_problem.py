@@ -95,6 +95,41 @@ def test_per_name_only_problem_derives_five_representations_and_refuses_the_rest
         np.testing.assert_allclose(g, ref[1], rtol=1e-4, atol=1e-7)
 
 
+def _own_rates(s, p):
+    """Each name decays at its own rate."""
+    return {k: s[k] - p[f"rate_{k}"] * s[k] for k in s}
+
+
+def _twelve_and_two(n):
+    return [f"x_{i}" for i in range(n)] + ["x1", "x01"]
+
+
+@pytest.mark.slow
+def test_names_whose_text_and_number_orders_differ_come_back_under_their_own_names():
+    """Keys that sort one way as text and another by their numbers (x_2, x_10), and two that
+    tie by number (x1, x01): every representation's rollout and gradient put each value under
+    its own name. Beyond ten names the jit representation once put x_10's rollout under x_2
+    (it mapped its lanes back in text order; explorer.jit stacks them in number order)."""
+    prob = explorer.define_problem(
+        "own_rates", _own_rates,
+        state=lambda n: {k: 1.0 + 0.01 * i for i, k in enumerate(_twelve_and_two(n))},
+        params=lambda n: {f"rate_{k}": 0.001 * (i + 1) for i, k in enumerate(_twelve_and_two(n))})
+    n = 12
+    ref = explorer.build_case(prob, "dict", n, HORIZON)
+    rollout, (loss, grad) = ref.rollout(), ref.evaluate()
+    # The values are the names' own: state x_i starts at 1 + 0.01 i and decays at its rate.
+    names = list(ref.state_names)
+    np.testing.assert_allclose(rollout[0, names.index("x_10")], 1.10, rtol=1e-6)
+    for rep in prob.representation_names:
+        case = explorer.build_case(prob, rep, n, HORIZON)
+        assert list(case.state_names) == names
+        np.testing.assert_allclose(case.rollout(), rollout, rtol=1e-5, atol=1e-7, err_msg=rep)
+        value, g = case.evaluate()
+        np.testing.assert_allclose(value, loss, rtol=1e-5, err_msg=rep)
+        np.testing.assert_allclose(g, grad, rtol=1e-4, atol=1e-6 * np.abs(grad).max(),
+                                   err_msg=rep)
+
+
 def test_observations_are_the_step_under_the_users_params():
     prob = tanks()
     truth = prob.true_params(N)

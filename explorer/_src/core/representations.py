@@ -24,6 +24,7 @@ from jax.flatten_util import ravel_pytree
 from .named import NamedArray
 from ..pack.jit import jit
 from ..pack.pack import pack
+from ..pack.step_layout import natural_order
 from .problems import Problem, get_problem
 
 __all__ = [
@@ -378,13 +379,13 @@ def _build_jit(problem, n, horizon, unroll, obs, theta):
     dict_built = _build_dict(problem, n, horizon, unroll, obs, theta)
     # The dict program's whole loss (scan inside), and its rollout, through explorer.jit: the
     # measured function is the packed program, on the arguments explorer.jit stacks (each
-    # dict's leaves in tree_leaves order, sorted keys, one array each).
+    # dict's leaves one array, in the natural order of their keys: state_2 before state_10).
     loss_program, (obs_j, params_j) = jit(dict_built.loss).packed_function(
         dict_built.obs, dict_built.params)
     predict_program, _ = jit(dict_built.predict).packed_function(dict_built.obs,
                                                                  dict_built.params)
-    lane_s = np.argsort([names.index(k) for k in sorted(names)])     # canonical -> lane
-    lane_p = np.argsort([pnames.index(k) for k in sorted(pnames)])
+    lane_s = np.argsort([names.index(k) for k in natural_order(names)])   # canonical -> lane
+    lane_p = np.argsort([pnames.index(k) for k in natural_order(pnames)])
 
     def loss_jit(obs, params):
         return loss_program(obs, params)[0]

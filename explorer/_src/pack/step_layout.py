@@ -9,6 +9,7 @@ natural order of the leaf paths) that makes the most reads slices instead of gat
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -133,6 +134,13 @@ def _natural_key(path) -> tuple:
         for run in re.findall(r"\d+|\D+", str(entry)):
             parts.append((1, int(run), "") if run.isdigit() else (0, 0, run))
     return tuple(parts)
+
+
+def natural_order(keys: Sequence[str]) -> list[str]:
+    """``keys`` in the order explorer.jit stacks the leaves of a dict keyed by them
+    (:func:`_natural_key`: ``x_2`` before ``x_10``), not in ``tree_leaves``' text order; keys
+    that tie (``x1``, ``x01``) stay in that text order, as the stable sort of the leaves does."""
+    return sorted(sorted(keys), key=lambda k: _natural_key((k,)))
 
 
 def _read_packs(groups) -> list[tuple[int, int, np.ndarray]]:

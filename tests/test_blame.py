@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 from _support import installed_library
@@ -60,3 +61,25 @@ def test_equations_inside_a_library_jit_are_charged_to_the_line_calling_it(tmp_p
     assert top["eqns"] >= 12  # sin and mul per leaf, inside the library's jit
     assert "fakelib/__init__.py:5" in top["via"]
     assert not table["file"].str.contains("site-packages").any()
+
+
+def test_a_function_traced_before_is_still_blamed_on_the_users_lines():
+    """The page's Programs tab traces a case for its program texts, then blames it. JAX's trace
+    cache gave back the jaxpr traced outside blame, and an explorer.jit program's equations
+    were charged to the packer's lines (on the page: ``State._region``, ``take``) or to the line
+    that called the packed function, never to the per-name line they compute."""
+    def loss(state):
+        ys = lax.scan(lambda c, _: ({k: v * 0.5 + 1.0 for k, v in c.items()}, c), state, None,
+                      length=3)[1]  # the per-name line
+        return sum(jnp.sum(v) for v in ys.values())
+
+    packed = explorer.jit(loss)
+
+    def outer(state):
+        return packed(state) * 2.0
+
+    state = {f"s{i}": jnp.ones(()) for i in range(12)}
+    jax.jit(outer).trace(state)  # as the Programs tab's texts do first
+    table = explorer.blame(outer, state)
+    assert not table["file"].str.contains("explorer").any(), table[["file", "function"]]
+    assert table["code"].str.contains("v * 0.5 + 1.0", regex=False).any(), table

@@ -242,6 +242,10 @@ def blame(fn: Callable, *args: Any, static_argnums: int | Sequence[int] = ()) ->
     from .leaves import hold_static
 
     call, args, static = hold_static(fn, args, static_argnums)
+    # Traced as a new function object: JAX caches a trace per function, and one traced before
+    # outside ``tagging`` (the page's Programs tab traces a case for its texts first) came back
+    # with its packed equations charged to explorer's packer instead of the user's lines.
+    fresh = functools.wraps(call)(lambda *a, **k: call(*a, **k))
     with tagging() as origins:  # a packed program's equations: charged to the user's lines
-        traced = jax.jit(call, static_argnums=static).trace(*args)
+        traced = jax.jit(fresh, static_argnums=static).trace(*args)
     return blame_frame(*count_by_line(traced.jaxpr, definition_of(fn), origins))

@@ -216,9 +216,9 @@ first value of every series, summing over names): section 5 does both.
 # array per group: the names are then `level_0`, `level_1`, ...). The explorer synthesises the
 # observations by rolling your step out under the true parameters, builds the same loss in
 # every representation it can derive, and checks that each gives the loss and gradient of
-# `dict`. From the per-name step alone it derives `dict`, `unflatten`, `ravel` and `packed`
-# (the step vectorised by `explorer.pack`); giving `step_vector`, the same step on stacked
-# arrays, enables `array` too.
+# `dict`. From the per-name step alone it derives `dict`, `unflatten`, `ravel`, `packed` (the
+# step vectorised by `explorer.pack`) and `jit` (the whole loss through `explorer.jit`); giving
+# `step_vector`, the same step on stacked arrays, enables `array` too.
 
 # %%
 def step_vector(x, leak):

@@ -5,6 +5,7 @@ resumes, and bad input is one line with nothing stored."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -236,6 +237,25 @@ def test_problem_defined_in_a_script_sweeps_and_resumes(tmp_path):
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT COUNT(*) FROM measurements").fetchone() == (4,)
+
+
+@pytest.mark.slow
+def test_the_readmes_tanks_example_runs_twice_as_written(tmp_path):
+    """The README's "Your own problem" example saved as ``tanks.py`` and run with ``python``
+    twice: the first run measures as many cases as the README says, the second none (each row
+    is already stored). The README had said 10 after the jit representation made it 12."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("Save this as `tanks.py`"):]
+    (tmp_path / "tanks.py").write_text(re.search(r"```python\n(.*?)```", section, re.S)[1])
+    said = int(re.search(r"python tanks\.py +# measures (\d+) cases", section)[1])
+    env = {**os.environ, **CPU_ENV, "PYTHONPATH": str(ROOT)}
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "tanks.py"], capture_output=True, text=True,
+                              timeout=600, cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        with sqlite3.connect(tmp_path / "tanks.sqlite") as con:
+            assert con.execute("SELECT COUNT(*), SUM(status = 'ok') FROM measurements"
+                               ).fetchone() == (said, said)
 
 
 @pytest.mark.parametrize(("problem", "extra", "message"), [

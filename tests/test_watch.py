@@ -134,6 +134,7 @@ def test_recompile_reasons_say_what_changed():
             jax.jit(lambda v: v + 1)(jnp.ones(2))
         tree({"w": jnp.ones(2)})
         tree({"w": jnp.ones(2), "b": jnp.ones(2)})
+        tree({"w": jnp.ones(3), "c": jnp.ones(2)})
         with jax.default_matmul_precision("highest"):
             shaped(jnp.ones(3))
     by = {}
@@ -147,6 +148,9 @@ def test_recompile_reasons_say_what_changed():
     assert by["<lambda>"][1].reason.startswith("new function object each call")
     assert len({r.where for r in by["<lambda>"]}) == 1
     assert by["tree"][1].reason == "argument structure changed: p['b'] is new"
+    # a new leaf and another's shape changed: both said (the shape change went unsaid)
+    assert by["tree"][2].reason == ("argument structure changed: p['c'] is new; "
+                                    "shape changed: p['w'] is f32[3], was f32[2]")
     assert by["shaped"][3].reason.startswith("compiled again with the same arguments: JAX's "
                                              "tracing context changed")
 

@@ -513,13 +513,18 @@ def _key_changes(now: TraceKey, before: TraceKey) -> list[tuple[str, str]]:
         items = ([f"{n} is new" for n in now.names if n not in earlier]
                  + [f"{n} is gone" for n in before.names if n not in later])
         changes.append(("argument structure", "; ".join(items) or "the arguments' order"))
+        # and what changed in the arguments both have (x[:2] of a matrix after a vector: one
+        # index more, and the operand's shape)
+        was = dict(zip(before.names, before.avals))
+        common = [(n, a, was[n]) for n, a in zip(now.names, now.avals) if n in was]
     else:
-        for name, a, b in zip(now.names, now.avals, before.avals):
-            if a != b:
-                now_s, was_s = _aval(a), _aval(b)
-                if now_s == was_s:  # the same short type: a sharding, say
-                    now_s, was_s = str(a), str(b)
-                changes.append(_type_change(name, now_s, was_s))
+        common = list(zip(now.names, now.avals, before.avals))
+    for name, a, b in common:
+        if a != b:
+            now_s, was_s = _aval(a), _aval(b)
+            if now_s == was_s:  # the same short type: a sharding, say
+                now_s, was_s = str(a), str(b)
+            changes.append(_type_change(name, now_s, was_s))
     statics_b = dict(before.statics)
     fun = now.fun() if now.fun is not None else None
     for where, value in now.statics:
@@ -533,8 +538,11 @@ def _key_changes(now: TraceKey, before: TraceKey) -> list[tuple[str, str]]:
 
 
 def _weight(changes: list[tuple[str, str]]) -> int:
-    """How far apart two keys are: a leaf whose shape and dtype both changed counts twice."""
-    return sum(2 if kind == "type" else 1 for kind, _ in changes)
+    """How far apart two keys are: a leaf whose shape and dtype both changed counts twice, and
+    each leaf that is new or gone once."""
+    return sum(2 if kind == "type" else
+               len(text.split("; ")) if kind == "argument structure" else 1
+               for kind, text in changes)
 
 
 def key_change(now: TraceKey, earlier: list[TraceKey]) -> str | None:

@@ -208,17 +208,24 @@ def _follow(task: Any) -> cf.Future:
         if t.status == "cancelled":
             future.cancel()
             return
+        value = None
         try:
             err = t.exception()
         except Exception as failure:  # noqa: BLE001 - the scheduler is gone
             err = failure
+        if err is None:
+            try:  # fetched through the scheduler: it can be gone since the task finished
+                value = t.result()
+            except Exception as failure:  # noqa: BLE001 - never leave the job unanswered
+                err = WorkerCrashed(f"lost the Dask scheduler before the result came back: "
+                                    f"{type(failure).__name__}: {failure}")
         # Dask's own errors for a worker (or the link to it) lost mid-task; a job's own
         # failures come back as the measuring process raised them.
-        if type(err).__name__ in ("KilledWorker", "CommClosedError"):
+        elif type(err).__name__ in ("KilledWorker", "CommClosedError"):
             err = WorkerCrashed(f"the Dask worker died: {err}")
         with contextlib.suppress(cf.InvalidStateError):  # already cancelled here
             if err is None:
-                future.set_result(t.result())
+                future.set_result(value)
             else:
                 future.set_exception(err)
 
@@ -308,8 +315,9 @@ def measure_all(client: Any, specs: list[Spec], *, timeout: float | None, python
     A task whose Dask worker died (Dask retries it elsewhere first) comes back as a ``crashed``
     row naming the error; the others go on. ``cancel`` set, an interrupt, or closing the
     iterator cancels what is left and kills the measurements already running. Losing the
-    scheduler (its tasks cancelled under us) raises :class:`SchedulerLost`: no row is made
-    for a case that never ran, so a rerun measures exactly those.
+    scheduler (its tasks cancelled under us, or a finished task's result no longer fetchable)
+    raises :class:`SchedulerLost`: no row is made for a case whose result never came back, so
+    a rerun measures exactly those.
     """
     from .run import carry, failed_row  # noqa: PLC0415
 
@@ -326,16 +334,23 @@ def measure_all(client: Any, specs: list[Spec], *, timeout: float | None, python
                 time.sleep(poll_s)
                 continue
             for future in done:
-                if future.status in ("cancelled", "lost"):  # not by us: the scheduler is gone
+                status = future.status
+                if status in ("cancelled", "lost"):  # not by us: the scheduler is gone
                     lost = True
                     raise SchedulerLost(_lost_message(client, len(waiting), len(futures)))
-                spec = waiting.pop(future)
                 try:
-                    yield spec, future.result()
+                    out = future.result()
                 except Exception as err:  # noqa: BLE001 - KilledWorker and the like
-                    row = failed_row(spec, err)
+                    if status == "finished" and isinstance(err, OSError):  # it ran, and its
+                        # result comes through the scheduler: a broken link (CommClosedError
+                        # is an OSError) there is the scheduler gone before the client noticed
+                        lost = True
+                        raise SchedulerLost(_lost_message(client, len(waiting),
+                                                          len(futures))) from None
+                    row = failed_row(waiting[future], err)
                     row["status"] = "crashed"
-                    yield spec, {"row": row, "rollout": None}
+                    out = {"row": row, "rollout": None}
+                yield waiting.pop(future), out
     finally:
         left = [f for f in futures if not f.done()]
         if left and not lost:  # a lost scheduler has nothing left to cancel or kill

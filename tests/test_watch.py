@@ -502,6 +502,32 @@ def test_a_filter_jit_step_over_the_top_is_diagnosed_on_the_users_lines():
     assert "[per-leaf-repetition]" in str(w)
 
 
+def test_a_filter_jit_functions_leaves_are_named_by_the_users_parameters():
+    """The jax.jit call equinox makes takes equinox's own arguments: its leaves were counted
+    as 'args[1]: 201', which read as the user's second argument (here one array). They are
+    named as the user passed them: the parameter, and the path into it."""
+    eqx = pytest.importorskip("equinox")
+    names = [f"w{i}" for i in range(200)]
+
+    @eqx.filter_jit
+    def fit(params, xs, scale=2.0):
+        return sum(jnp.sum(params[k] * xs) for k in names) * scale
+
+    params = {k: jnp.ones(2) for k in names}
+    with explorer.watch(top=0.2) as w:
+        fit(params, jnp.ones(2))
+    (f,) = [f for f in w.findings if f.name == "fit"]
+    d = f.diagnosis
+    assert d is not None, f.note
+    assert sorted(d.leaf_paths) == sorted([f"params['{k}']" for k in names] + ["xs"])
+    (many,) = [x for x in d.findings if x.kind == "many-arguments"]
+    assert "(params: 200, xs: 1; threshold" in many.message, many.message
+    assert "(params: 200, xs: 1;" in str(w)
+    direct = explorer.diagnose(fit, params, jnp.ones(2))  # called by the user: args[i] as given
+    (many,) = [x for x in direct.findings if x.kind == "many-arguments"]
+    assert "(args[0]: 200, args[1]: 1; threshold" in many.message, many.message
+
+
 def test_a_filter_jit_step_whose_call_is_not_found_says_what_to_run_instead(monkeypatch):
     """Where the watch cannot find the call equinox made (JAX moved its trace), the step is
     still named, with what to run instead; and what that advises works."""

@@ -60,7 +60,9 @@ class Diagnosis:
     Attributes:
         name: what was diagnosed, as written (``jax.grad(loss)``, ``eqx.filter_jit(step)``).
         n_leaves: array arguments as JAX sees them (leaves of the non-static arguments).
-        leaf_paths: each leaf's pytree path, ``args[i]`` + ``jax.tree_util.keystr``.
+        leaf_paths: each leaf's pytree path, ``args[i]`` + ``jax.tree_util.keystr`` (in a
+            watch's findings for a function a library jitted, the user's parameter name +
+            path: ``model.layers[0].weight``).
         jaxpr_eqns: equations, sub-jaxprs (scan, cond, pjit bodies) included.
         stablehlo_bytes: length of the StableHLO text (``Lowered.as_text()``).
         constant_bytes: bytes of array data baked into the program as constants.
@@ -221,6 +223,19 @@ def diagnose(
 
 
 # -- one function, one size ------------------------------------------------------------------
+def with_leaf_names(d: Diagnosis, names: Sequence[str]) -> Diagnosis:
+    """``d`` with its leaves named ``names`` (one per leaf, in order), its many-arguments
+    finding counting them by those names: how a watch names the arguments a library's jit
+    (``eqx.filter_jit``) handed JAX by the user's own parameters and paths into them."""
+    names = tuple(names)
+    if len(names) != d.n_leaves:
+        raise ValueError(f"{len(names)} names for {d.n_leaves} leaves")
+    renamed = {f.kind: f for f in _findings._many_arguments(d.n_leaves, names, d.limits)}
+    findings = tuple(renamed.get(f.kind, f) if f.kind == "many-arguments" else f
+                     for f in d.findings)
+    return dataclasses.replace(d, leaf_paths=names, findings=findings)
+
+
 def _static(static_argnums: Any, n_args: int) -> tuple[int, ...]:
     return static_positions(static_argnums, n_args)  # negative count from the end, as in jit
 

@@ -10,6 +10,7 @@ import collections
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -192,10 +193,16 @@ def find(program: Program, limits: Limits, *, n_leaves: int, leaf_paths: Sequenc
     ]
 
 
+def _argument(path: str) -> str:
+    """The argument a leaf's path starts in: ``args[1]`` of ``args[1]['x']``, ``model`` of
+    ``model.layers[0].weight`` (a watch names a library-jitted function's leaves so)."""
+    return re.match(r"args\[\d+\]|[^.\[]*", path).group(0) or path
+
+
 def _many_arguments(n_leaves: int, leaf_paths: Sequence[str], limits: Limits) -> list[Finding]:
     if n_leaves < limits.max_leaves:
         return []
-    per_arg = collections.Counter(path.partition("]")[0] + "]" for path in leaf_paths)
+    per_arg = collections.Counter(_argument(path) for path in leaf_paths)
     spread = ", ".join(f"{arg}: {n}" for arg, n in per_arg.most_common(3))
     return [Finding(
         kind="many-arguments",

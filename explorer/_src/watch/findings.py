@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import itertools
 import sys
 from typing import Any
 
 import jax
 
-from ..diagnose.diagnose import Diagnosis, diagnose
+from ..diagnose.diagnose import Diagnosis, diagnose, with_leaf_names
 from ..util.validate import describe_error
 from .record import is_user_file
 
@@ -86,6 +87,32 @@ def _library_wrapper(fun: Any) -> bool:
     module = sys.modules.get(type(fun).__module__)  # a callable object: where its class is
     where = getattr(module, "__file__", None)
     return where is not None and not is_user_file(where)
+
+
+def _named_by_the_user(d: Diagnosis, args: tuple, static: tuple[int, ...],
+                       entry: Any) -> Diagnosis:
+    """``d`` of the ``jax.jit`` call a library made (``args[1][0][0].heads['h0'].weight``), its
+    leaves named as the user passed them (``model.heads['h0'].weight``): each array is the very
+    object of the user's call. Unchanged unless every leaf is found there."""
+    if entry is None:
+        return d
+    try:
+        params = list(inspect.signature(entry.fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in itertools.takewhile(
+        lambda p: p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD), params)]
+    names: dict[int, str] = {}
+    given = [(positional[i] if i < len(positional) else f"args[{i}]", a)
+             for i, a in enumerate(entry.args)] + list(entry.kwargs.items())
+    for label, value in given:
+        for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
+            names.setdefault(id(leaf), label + jax.tree_util.keystr(path))
+    leaves = {f"args[{i}]{jax.tree_util.keystr(path)}": leaf
+              for i, a in enumerate(args) if i not in static
+              for path, leaf in jax.tree_util.tree_flatten_with_path(a)[0]}
+    mine = [names.get(id(leaves[p])) if p in leaves else None for p in d.leaf_paths]
+    return d if None in mine else with_leaf_names(d, mine)
 
 
 def _users_call(w: Any, entry: Any, base: dict) -> FunctionFindings | None:
@@ -159,5 +186,7 @@ def make_findings(w: Any) -> list[FunctionFindings]:
             out.append(replay() if by_library else FunctionFindings(
                 **base, diagnosis=None, note=f"not diagnosed: {describe_error(err)}"))
             continue
+        if by_library:
+            d = _named_by_the_user(d, args, static, entry)
         out.append(FunctionFindings(**base, diagnosis=d))
     return out

@@ -313,6 +313,14 @@ def test_numpy_jax_and_python_leaves_give_jax_jits_numbers_and_share_what_jax_sh
     assert j.report.steps_first  # the series went in steps first: the moved stacking ran
 
 
+def test_the_report_counts_one_leaf_as_one_leaf():
+    j = explorer.jit(lambda x, d: x * 2.0 + sum(d.values()))
+    j(jnp.ones(3), {"a": jnp.ones(3), "b": jnp.ones(3)})
+    text = str(j.report)
+    assert "input argument 0: 1 leaf float32[3] -> one array" in text, text
+    assert "input argument 1: 2 leaves float32[3] -> one array" in text, text
+
+
 def test_lower_compile_trace_and_measure_work_on_the_packed_program():
     states, params = _dict_data(8)
     j = explorer.jit(sum_of_squares_loss, static_argnums=0)

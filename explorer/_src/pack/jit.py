@@ -94,7 +94,8 @@ class JitReport:
                       "smaller program)")
         lines = [first]
         for k, (arg, shape, dtype, n) in enumerate(self.inputs):
-            lines.append(f"  input {arg}: {n} leaves {dtype}{list(shape)} -> one array"
+            lines.append(f"  input {arg}: {n} {'leaf' if n == 1 else 'leaves'} "
+                         f"{dtype}{list(shape)} -> one array"
                          + (", steps first" if k in self.steps_first else ""))
         lines += [f"  {r}" for r in self.regions]
         for name, n, why in self.leaf_by_leaf:

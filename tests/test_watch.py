@@ -502,10 +502,11 @@ def test_a_filter_jit_step_over_the_top_is_diagnosed_on_the_users_lines():
     assert "[per-leaf-repetition]" in str(w)
 
 
-def test_a_filter_jit_functions_leaves_are_named_by_the_users_parameters():
+def test_a_watched_functions_leaves_are_named_by_the_users_parameters():
     """The jax.jit call equinox makes takes equinox's own arguments: its leaves were counted
     as 'args[1]: 201', which read as the user's second argument (here one array). They are
-    named as the user passed them: the parameter, and the path into it."""
+    named as the user passed them: the parameter, and the path into it; a plain jax.jit
+    function's too, as the watch's reasons name them."""
     eqx = pytest.importorskip("equinox")
     names = [f"w{i}" for i in range(200)]
 
@@ -513,9 +514,17 @@ def test_a_filter_jit_functions_leaves_are_named_by_the_users_parameters():
     def fit(params, xs, scale=2.0):
         return sum(jnp.sum(params[k] * xs) for k in names) * scale
 
+    @jax.jit
+    def plain(xs, params):  # the user's own jax.jit: named by its parameters too
+        return sum(jnp.sum(params[k] - xs) for k in names)
+
     params = {k: jnp.ones(2) for k in names}
     with explorer.watch(top=0.2) as w:
         fit(params, jnp.ones(2))
+        plain(jnp.ones(2), params)
+    (g,) = [f for f in w.findings if f.name == "plain"]
+    (many,) = [x for x in g.diagnosis.findings if x.kind == "many-arguments"]
+    assert "(params: 200, xs: 1; threshold" in many.message, many.message
     (f,) = [f for f in w.findings if f.name == "fit"]
     d = f.diagnosis
     assert d is not None, f.note

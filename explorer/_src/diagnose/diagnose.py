@@ -61,8 +61,8 @@ class Diagnosis:
         name: what was diagnosed, as written (``jax.grad(loss)``, ``eqx.filter_jit(step)``).
         n_leaves: array arguments as JAX sees them (leaves of the non-static arguments).
         leaf_paths: each leaf's pytree path, ``args[i]`` + ``jax.tree_util.keystr`` (in a
-            watch's findings for a function a library jitted, the user's parameter name +
-            path: ``model.layers[0].weight``).
+            watch's findings, the user's parameter name + path: ``model.layers[0].weight``,
+            for a function a library jitted too).
         jaxpr_eqns: equations, sub-jaxprs (scan, cond, pjit bodies) included.
         stablehlo_bytes: length of the StableHLO text (``Lowered.as_text()``).
         constant_bytes: bytes of array data baked into the program as constants.

@@ -89,23 +89,23 @@ def _library_wrapper(fun: Any) -> bool:
     return where is not None and not is_user_file(where)
 
 
-def _named_by_the_user(d: Diagnosis, args: tuple, static: tuple[int, ...],
-                       entry: Any) -> Diagnosis:
-    """``d`` of the ``jax.jit`` call a library made (``args[1][0][0].heads['h0'].weight``), its
-    leaves named as the user passed them (``model.heads['h0'].weight``): each array is the very
-    object of the user's call. Unchanged unless every leaf is found there."""
-    if entry is None:
-        return d
+def _named_by_the_user(d: Diagnosis, args: tuple, static: tuple[int, ...], fn: Any,
+                       given: tuple, given_kw: dict) -> Diagnosis:
+    """``d`` of a call of ``args``, its leaves named as the user passed them to ``fn``: by the
+    parameter and the path into it (``model.heads['h0'].weight``). For a function a library
+    jitted, ``args`` are the library's own (``args[1][0][0].heads['h0'].weight``) and each
+    array is matched to the very object of the user's call. Unchanged unless every leaf is
+    found there."""
     try:
-        params = list(inspect.signature(entry.fn).parameters.values())
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         params = []
     positional = [p.name for p in itertools.takewhile(
         lambda p: p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD), params)]
     names: dict[int, str] = {}
-    given = [(positional[i] if i < len(positional) else f"args[{i}]", a)
-             for i, a in enumerate(entry.args)] + list(entry.kwargs.items())
-    for label, value in given:
+    labelled = [(positional[i] if i < len(positional) else f"args[{i}]", a)
+                for i, a in enumerate(given)] + list(given_kw.items())
+    for label, value in labelled:
         for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
             names.setdefault(id(leaf), label + jax.tree_util.keystr(path))
     leaves = {f"args[{i}]{jax.tree_util.keystr(path)}": leaf
@@ -186,7 +186,9 @@ def make_findings(w: Any) -> list[FunctionFindings]:
             out.append(replay() if by_library else FunctionFindings(
                 **base, diagnosis=None, note=f"not diagnosed: {describe_error(err)}"))
             continue
-        if by_library:
-            d = _named_by_the_user(d, args, static, entry)
+        if not by_library:  # the user's own jax.jit: the call is theirs
+            d = _named_by_the_user(d, args, static, call.fun, args, {})
+        elif entry is not None:
+            d = _named_by_the_user(d, args, static, entry.fn, entry.args, entry.kwargs)
         out.append(FunctionFindings(**base, diagnosis=d))
     return out

@@ -108,6 +108,33 @@ def test_unknown_primitive_falls_back_leaf_by_leaf_and_is_named():
     assert packed.report.n_scalar >= 1
 
 
+def test_a_primitive_whose_vmap_gives_one_value_for_the_batch_stays_name_by_name():
+    """equinox's unvmap_max and unvmap_any reduce over a jax.vmap's batch, and its nonbatchable
+    (allow_constant_across_batch) gives lane 0's value after a run-time check that every lane
+    holds the same. Packed across names they gave other numbers, or failed when run (a diffrax
+    solve's gradient under explorer.jit did: 'Nonconstant batch'). They stay name by name, in
+    explorer.pack and explorer.jit alike, and the numbers are the original's."""
+    eqxi = pytest.importorskip("equinox.internal")
+    names = [f"x{i}" for i in range(6)]
+
+    def step(s, p):
+        return {k: s[k] * p[k] + eqxi.unvmap_max(s[k])
+                + eqxi.nonbatchable(s[k], allow_constant_across_batch=True)
+                + jnp.where(eqxi.unvmap_any(s[k] > 2.5), 1.0, 0.0) for k in names}
+
+    s = {k: np.float32(i) for i, k in enumerate(names)}
+    p = {k: np.float32(0.5 + i) for i, k in enumerate(names)}
+    packed = _check(step, s, p)
+    assert {"unvmap_max", "unvmap_any", "nonbatchable"} <= set(packed.report.scalar)
+    j = explorer.jit(step)
+    got, want = j(s, p), jax.jit(step)(s, p)
+    for k in names:
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]), rtol=1e-6)
+    text = str(j.report)
+    for name in ("unvmap_max", "unvmap_any", "nonbatchable"):
+        assert f"lanes of {name} (its jax.vmap gives one value for the whole batch" in text, text
+
+
 def test_non_scalar_leaves_stack_on_a_new_axis():
     def step(s, p):
         return {k: s[k] @ p[k] + jnp.sum(s[k]) for k in s}

@@ -217,12 +217,12 @@ def _upstream(plan: ScopePlan, start: int) -> set[int]:
 
 
 class Emitter:
-    """Emits plans; collects what stayed lane by lane: ``scalar`` (primitive -> [lanes, why])
+    """Emits plans; collects what stayed lane by lane: ``scalar`` ((primitive, why) -> lanes)
     for packs ``jax.vmap`` refused, ``singles`` (primitive -> count) for values computed on
     their own."""
 
     def __init__(self):
-        self.scalar: dict[str, list] = {}
+        self.scalar: dict[tuple[str, str], int] = {}
         self.singles: dict[str, int] = {}     # primitive -> packs of one lane
 
     def run(self, plan: ScopePlan, inputs) -> State:
@@ -231,8 +231,7 @@ class Emitter:
         return state
 
     def note(self, name: str, lanes: int, why: str) -> None:
-        entry = self.scalar.setdefault(name, [0, why])
-        entry[0] += lanes
+        self.scalar[name, why] = self.scalar.get((name, why), 0) + lanes
 
 
 class State:

@@ -367,10 +367,11 @@ def _leaf_by_leaf(emitter: Emitter, lanes: int) -> tuple[tuple[str, int, str], .
     """What vmap refused, and primitives computed on their own about once per name (at least
     half as often as the largest input has leaves): a few one-lane values, such as a chain's
     two ends, are part of a packed program and not listed."""
-    rows = [(name, n, why) for name, (n, why) in emitter.scalar.items()]
+    rows = [(name, n, why) for (name, why), n in emitter.scalar.items()]
+    refused = {name for name, _ in emitter.scalar}
     why = "computed name by name: its parameters or operands differ between names"
     rows += [(name, n, why) for name, n in emitter.singles.items()
-             if n >= max(3, lanes // 2) and name not in emitter.scalar]
+             if n >= max(3, lanes // 2) and name not in refused]
     return tuple(sorted(rows))
 
 

@@ -80,7 +80,16 @@ def _probe(primitive, params, avals, in_axes) -> str | None:
     except Exception as e:  # noqa: BLE001 - any refusal means: evaluate lane by lane
         text = str(e).strip().splitlines()
         return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
-    return None
+    if primitive.multiple_results or all(a is None for a in in_axes):
+        return None
+    # A rule may take a batch and give back one value for all of it: equinox's nonbatchable
+    # (lane 0's value, after a run-time check that every lane holds the same), unvmap_any /
+    # unvmap_max (a reduction over the batch). Lanes of different names are not one value.
+    try:
+        jax.eval_shape(jax.vmap(bound, in_axes=in_axes, out_axes=None), *structs)
+    except Exception:  # noqa: BLE001 - its output is batched: one value per lane
+        return None
+    return "its jax.vmap gives one value for the whole batch, not one per lane"
 
 
 def vectorises(eqn, in_axes, values) -> str | None:

@@ -121,6 +121,35 @@ def test_explorer_jit_on_a_diffrax_solve_is_checked_and_stays_within_its_budget(
         assert trial.status in ("not tried", "no gain") and trial.reason
 
 
+def kinetics_field(t, y, rates):
+    names = list(y)
+    return {k: (rates[names[i - 1]] * y[names[i - 1]] if i else 0.0) - rates[k] * y[k]
+            for i, k in enumerate(names)}
+
+
+def kinetics_loss(rates, y0, data):
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(kinetics_field), diffrax.Tsit5(), 0.0, 1.0, 0.1,
+                              y0, args=rates, saveat=diffrax.SaveAt(ts=jnp.linspace(0, 1, 4)))
+    return sum(jnp.sum((sol.ys[k] - data[k]) ** 2) for k in y0)
+
+
+@pytest.mark.slow
+def test_explorer_jit_of_a_diffrax_gradient_gives_jax_jits_numbers():
+    """A user's kinetics fit: named species, Tsit5, SaveAt(ts), the gradient with respect to
+    named rates. Its packed program failed when run ('Nonconstant batch': equinox's checks
+    inside the solver's loop had been merged across names)."""
+    names = [f"sp{i}" for i in range(4)]
+    rates = {k: jnp.float32(0.5 + 0.1 * i) for i, k in enumerate(names)}
+    y0 = {k: jnp.float32(1.0 if i == 0 else 0.0) for i, k in enumerate(names)}
+    data = {k: jnp.zeros(4) for k in names}
+    j = explorer.jit(jax.grad(kinetics_loss))
+    got, want = j(rates, y0, data), jax.jit(jax.grad(kinetics_loss))(rates, y0, data)
+    for k in names:
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]), rtol=1e-5,
+                                   atol=1e-6)
+    assert j.report.fallback is None and j.report.eqns_after < j.report.eqns_before
+
+
 @pytest.mark.slow
 def test_diffrax_tsit5_under_grad_flags_no_loop_of_the_librarys():
     d = explorer.diagnose(jax.grad(heat_loss), jnp.float32(0.5), heat_y0(), diffrax.Tsit5(),

@@ -231,6 +231,29 @@ def test_eqx_filter_jit_over_an_mlp_is_measured_blamed_and_diagnosed():
     assert d.jaxpr_eqns == m.jaxpr_eqns
 
 
+def test_explorer_jit_of_a_module_with_functions_says_how_and_the_way_it_says_works():
+    """explorer.jit, like jax.jit, takes arrays: an eqx.nn.MLP (its activation a function) is
+    refused in one line that names the leaf and says what to write; written so, the numbers
+    are eqx.filter_jit's."""
+    model, x, y = eqx_args()
+
+    def loss(m, x, y):
+        return jnp.mean((jax.vmap(m)(x) - y) ** 2)
+
+    with pytest.raises(TypeError) as refused:
+        explorer.jit(eqx.filter_value_and_grad(loss))(model, x, y)
+    text = str(refused.value)
+    assert "\n" not in text and "m.activation" in text
+    assert "eqx.partition(model, eqx.is_array)" in text
+    arrays, rest = eqx.partition(model, eqx.is_array)
+    j = explorer.jit(lambda a, x, y: eqx.filter_value_and_grad(loss)(eqx.combine(a, rest), x, y))
+    (value, grads), (want, want_grads) = j(arrays, x, y), eqx.filter_jit(
+        eqx.filter_value_and_grad(loss))(model, x, y)
+    np.testing.assert_allclose(value, want, rtol=1e-6)
+    for g, w in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(want_grads)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-7)
+
+
 def test_held_static_leaves_compute_what_filter_jit_computes():
     from explorer.testing import hold_static
 

@@ -258,7 +258,13 @@ class Jitted:
         try:
             traced = self._jax.trace(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the user's error, one line, its own type
-            raise _one_line(e, f"{self.__name__} could not be traced") from None
+            err = _one_line(e, f"{self.__name__} could not be traced")
+            if "as an abstract array" in str(e):  # a function or other object among the leaves
+                err.args = (str(err).rstrip(".") + ". explorer.jit takes arrays, as jax.jit "
+                            "does: split an eqx.Module with eqx.partition(model, eqx.is_array) "
+                            "and pass the arrays (eqx.combine(arrays, rest) inside), or make "
+                            "the argument static (static_argnums)",)
+            raise err from None
         closed = traced.jaxpr
         traced_at = time.perf_counter()
         paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(dynamic)[0]]

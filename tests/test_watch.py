@@ -515,16 +515,17 @@ def test_a_watched_functions_leaves_are_named_by_the_users_parameters():
         return sum(jnp.sum(params[k] * xs) for k in names) * scale
 
     @jax.jit
-    def plain(xs, params):  # the user's own jax.jit: named by its parameters too
-        return sum(jnp.sum(params[k] - xs) for k in names)
+    def plain(xs, params, a, b):  # the user's own jax.jit: named by its parameters too
+        return sum(jnp.sum(params[k] - xs) for k in names) + a - b
 
     params = {k: jnp.ones(2) for k in names}
     with explorer.watch(top=0.2) as w:
         fit(params, jnp.ones(2))
-        plain(jnp.ones(2), params)
+        plain(jnp.ones(2), params, 1, 1)  # two leaves that are one Python object
     (g,) = [f for f in w.findings if f.name == "plain"]
     (many,) = [x for x in g.diagnosis.findings if x.kind == "many-arguments"]
-    assert "(params: 200, xs: 1; threshold" in many.message, many.message
+    assert "(params: 200, xs: 1, a: 1; threshold" in many.message, many.message
+    assert g.diagnosis.leaf_paths[-2:] == ("a", "b")
     (f,) = [f for f in w.findings if f.name == "fit"]
     d = f.diagnosis
     assert d is not None, f.note

@@ -230,9 +230,8 @@ def with_leaf_names(d: Diagnosis, names: Sequence[str]) -> Diagnosis:
     names = tuple(names)
     if len(names) != d.n_leaves:
         raise ValueError(f"{len(names)} names for {d.n_leaves} leaves")
-    renamed = {f.kind: f for f in _findings._many_arguments(d.n_leaves, names, d.limits)}
-    findings = tuple(renamed.get(f.kind, f) if f.kind == "many-arguments" else f
-                     for f in d.findings)
+    many = _findings._many_arguments(d.n_leaves, names, d.limits)
+    findings = tuple(many[0] if many and f.kind == "many-arguments" else f for f in d.findings)
     return dataclasses.replace(d, leaf_paths=names, findings=findings)
 
 

@@ -13,10 +13,12 @@ import dataclasses
 import functools
 import inspect
 import itertools
+import re
 import sys
 from typing import Any
 
 import jax
+import numpy as np
 
 from ..diagnose.diagnose import Diagnosis, diagnose, with_leaf_names
 from ..util.validate import describe_error
@@ -89,25 +91,40 @@ def _library_wrapper(fun: Any) -> bool:
     return where is not None and not is_user_file(where)
 
 
-def _named_by_the_user(d: Diagnosis, args: tuple, static: tuple[int, ...], fn: Any,
-                       given: tuple, given_kw: dict) -> Diagnosis:
-    """``d`` of a call of ``args``, its leaves named as the user passed them to ``fn``: by the
-    parameter and the path into it (``model.heads['h0'].weight``). For a function a library
-    jitted, ``args`` are the library's own (``args[1][0][0].heads['h0'].weight``) and each
-    array is matched to the very object of the user's call. Unchanged unless every leaf is
-    found there."""
+def _parameters(fn: Any) -> list[str]:
+    """The names of ``fn``'s positional parameters, in order (none where it has no signature)."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        params = []
-    positional = [p.name for p in itertools.takewhile(
+        return []
+    return [p.name for p in itertools.takewhile(
         lambda p: p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD), params)]
+
+
+def _named_by_parameters(d: Diagnosis, fn: Any) -> Diagnosis:
+    """``d`` of the user's own call of ``fn``, each ``args[i]`` named by ``fn``'s parameter."""
+    names = _parameters(fn)
+
+    def named(path: str) -> str:
+        m = re.match(r"args\[(\d+)\]", path)
+        i = int(m.group(1)) if m else len(names)
+        return names[i] + path[m.end():] if i < len(names) else path
+    return with_leaf_names(d, [named(p) for p in d.leaf_paths])
+
+
+def _named_by_the_users_call(d: Diagnosis, args: tuple, static: tuple[int, ...],
+                             entry: Any) -> Diagnosis:
+    """``d`` of the ``jax.jit`` call a library made (``args[1][0][0].heads['h0'].weight``), its
+    leaves named as the user passed them (``model.heads['h0'].weight``): each array is the very
+    object of the user's call. Unchanged unless every leaf is found there."""
+    positional = _parameters(entry.fn)
+    given = [(positional[i] if i < len(positional) else f"args[{i}]", a)
+             for i, a in enumerate(entry.args)] + list(entry.kwargs.items())
     names: dict[int, str] = {}
-    labelled = [(positional[i] if i < len(positional) else f"args[{i}]", a)
-                for i, a in enumerate(given)] + list(given_kw.items())
-    for label, value in labelled:
+    for label, value in given:
         for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
-            names.setdefault(id(leaf), label + jax.tree_util.keystr(path))
+            if isinstance(leaf, (jax.Array, np.ndarray)):  # a Python number has no identity
+                names.setdefault(id(leaf), label + jax.tree_util.keystr(path))
     leaves = {f"args[{i}]{jax.tree_util.keystr(path)}": leaf
               for i, a in enumerate(args) if i not in static
               for path, leaf in jax.tree_util.tree_flatten_with_path(a)[0]}
@@ -187,8 +204,8 @@ def make_findings(w: Any) -> list[FunctionFindings]:
                 **base, diagnosis=None, note=f"not diagnosed: {describe_error(err)}"))
             continue
         if not by_library:  # the user's own jax.jit: the call is theirs
-            d = _named_by_the_user(d, args, static, call.fun, args, {})
+            d = _named_by_parameters(d, call.fun)
         elif entry is not None:
-            d = _named_by_the_user(d, args, static, entry.fn, entry.args, entry.kwargs)
+            d = _named_by_the_users_call(d, args, static, entry)
         out.append(FunctionFindings(**base, diagnosis=d))
     return out

@@ -118,8 +118,9 @@ def charge_of(eqn: Any, inherited: LineKey | None = None, origins: Origins | Non
     whose body holds it (``None`` at the top). ``origins``: an equation a packed program
     (``explorer.jit``) emitted is charged as the user's equation it computes."""
     source = origins.origin_of(eqn) if origins is not None else None
+    holders = ()
     if source is not None:
-        eqn = source
+        eqn, holders = source, origins.holders_of(eqn)
     user = origin = None
     for frame in _frames(eqn):  # innermost first
         file = frame.file_name
@@ -127,6 +128,11 @@ def charge_of(eqn: Any, inherited: LineKey | None = None, origins: Origins | Non
             origin = (file, frame.line_num, frame.function_name)
         if is_user_file(file):
             user = (file, frame.line_num, frame.function_name)
+            break
+    for held in holders if user is None else ():  # inlined: the user's line of its call
+        user = next(((f.file_name, f.line_num, f.function_name) for f in _frames(held)
+                     if is_user_file(f.file_name)), None)
+        if user is not None:
             break
     origin = origin or user or inherited or UNKNOWN
     return Charge(user=user or inherited or origin, origin=origin)

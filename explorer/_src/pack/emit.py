@@ -221,7 +221,8 @@ class Emitter:
     for packs ``jax.vmap`` refused, ``singles`` (primitive -> count) for values computed on
     their own."""
 
-    def __init__(self):
+    def __init__(self, holders: dict[int, Any] | None = None):
+        self.holders = holders or {}          # see Graph.holders
         self.scalar: dict[tuple[str, str], int] = {}
         self.singles: dict[str, int] = {}     # primitive -> packs of one lane
 
@@ -336,16 +337,16 @@ class State:
             value = _lanes_first(value)
             return jnp.reshape(value, ((n,) if batched else ()) + first.shape), batched
         if isinstance(first, Op):
-            with scope_of(first.eqn):
+            with scope_of(first.eqn, self.em.holders):
                 read = emit_read(self, members)    # x[:, i] per name: one read of x
                 if read is not None:
                     return read
                 return self._op(first.eqn, members, [m.operands for m in members])
         if isinstance(first, Multi):
-            with scope_of(first.eqn):
+            with scope_of(first.eqn, self.em.holders):
                 return self._op(first.eqn, members, [m.operands for m in members], multi=True)
         if isinstance(first, Sum):
-            with scope_of(first.eqn):
+            with scope_of(first.eqn, self.em.holders):
                 return self._sum(members)
         if isinstance(first, Out):
             if first.cls is None:                      # an output of a Multi pack
@@ -362,7 +363,7 @@ class State:
                 return index(value, first.lane), False
             return _take_pack(value, [m.lane for m in members]), True
         if isinstance(first, Region):
-            with scope_of(first.eqn):
+            with scope_of(first.eqn, self.em.holders):
                 return self._region(first), False
         raise AssertionError(f"unexpected node {type(first).__name__}")
 

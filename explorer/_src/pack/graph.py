@@ -62,6 +62,10 @@ class Graph:
         self.n_eqns = 0
         self.regions: list[Region] = []
         self.keys: dict[int, Any] = {}        # node uid -> natural key of its leaf, or None
+        # id(equation of an inlined body) -> the call equation holding it (kept alive here,
+        # and its body with it): blame charges an inlined equation with no line of the
+        # user's own to the user's line of the call that held it, as in the original program.
+        self.holders: dict[int, Any] = {}
         # Uids of values the same for every name (constants, an input class of one lane and
         # formulas of them): their per-name slices group (see :mod:`.reads`).
         self.shared: set[int] = set()
@@ -234,10 +238,12 @@ class Graph:
             raise Unpackable(f"primitive {name} has side effects")
         if name in _INLINE:
             inner = eqn.params.get(_INLINE[name]) if _INLINE[name] else None
-            if isinstance(inner, jex_core.ClosedJaxpr):
-                return self.inline(inner.jaxpr, inner.consts, operands, scope)
-            if isinstance(inner, jex_core.Jaxpr):
-                return self.inline(inner, (), operands, scope)
+            body = inner.jaxpr if isinstance(inner, jex_core.ClosedJaxpr) else inner
+            if isinstance(body, jex_core.Jaxpr):
+                for held in body.eqns:
+                    self.holders.setdefault(id(held), eqn)
+                consts = inner.consts if isinstance(inner, jex_core.ClosedJaxpr) else ()
+                return self.inline(body, consts, operands, scope)
         self.n_eqns += 1
         if name == "scan":
             return self._scan(eqn, operands)

@@ -429,12 +429,13 @@ def _packed_program(closed, in_groups, out_groups, keys, moved=frozenset()):
     top.outputs = graph.inline(closed.jaxpr, closed.consts, args, top)
     top.out_order = [i for idx in out_groups for i in idx]
     plan = plan_scope(top, graph.origin)
-    notes: dict[str, Any] = {"packs": len(plan.packs), "emitter": Emitter(),
+    holders = graph.holders
+    notes: dict[str, Any] = {"packs": len(plan.packs), "emitter": Emitter(holders),
                              "regions": _region_reports(plan)}
     outs = top.outputs
 
     def program(*stacked):
-        emitter = Emitter()
+        emitter = Emitter(holders)
         notes["emitter"] = emitter
         state = emitter.run(plan, [Moved(v) if c in moved else v
                                    for c, v in enumerate(stacked)])

@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import functools
 import re
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,19 +31,35 @@ class Origins:
 
     def __init__(self):
         self.eqns: list = []
+        self.holders: list[tuple] = []   # per tag: the calls holding its equation, innermost first
         self._index: dict[int, int] = {}
 
-    def tag(self, eqn) -> str:
+    def tag(self, eqn, holders: dict[int, Any] | None = None) -> str:
         k = self._index.get(id(eqn))
         if k is None:
             k = self._index[id(eqn)] = len(self.eqns)
             self.eqns.append(eqn)
+            chain, held = [], (holders or {}).get(id(eqn))
+            while held is not None and len(chain) < 64:
+                chain.append(held)
+                held = holders.get(id(held))
+            self.holders.append(tuple(chain))
         return f"pce{k}"
+
+    def _index_of(self, eqn) -> int | None:
+        found = _TAG.findall(str(getattr(eqn.source_info, "name_stack", "")))
+        return int(found[-1]) if found else None
 
     def origin_of(self, eqn):
         """The user's equation ``eqn`` was emitted for (the innermost tag), or ``None``."""
-        found = _TAG.findall(str(getattr(eqn.source_info, "name_stack", "")))
-        return self.eqns[int(found[-1])] if found else None
+        k = self._index_of(eqn)
+        return None if k is None else self.eqns[k]
+
+    def holders_of(self, eqn) -> tuple:
+        """The calls (``jit``, ``custom_vjp_call``...) whose bodies the packer inlined that held
+        the user's equation ``eqn`` was emitted for, innermost first; ``()`` for none."""
+        k = self._index_of(eqn)
+        return () if k is None else self.holders[k]
 
 
 _TAG = re.compile(r"\bpce(\d+)\b")
@@ -63,11 +80,11 @@ def tagging():
         _TAGGING.reset(token)
 
 
-def scope_of(eqn):
+def scope_of(eqn, holders: dict[int, Any] | None = None):
     origins = _TAGGING.get()
     if origins is None or eqn is None:
         return contextlib.nullcontext()
-    return jax.named_scope(origins.tag(eqn))
+    return jax.named_scope(origins.tag(eqn, holders))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -239,6 +239,7 @@ def test_eqx_filter_jit_over_an_mlp_is_measured_blamed_and_diagnosed():
     assert d.jaxpr_eqns == m.jaxpr_eqns
 
 
+@pytest.mark.slow
 def test_explorer_jit_of_a_module_with_functions_says_how_and_the_way_it_says_works():
     """explorer.jit, like jax.jit, takes arrays: an eqx.nn.MLP (its activation a function) is
     refused in one line that names the leaf and says what to write; written so, the numbers

@@ -502,6 +502,7 @@ def test_a_filter_jit_step_over_the_top_is_diagnosed_on_the_users_lines():
     assert "[per-leaf-repetition]" in str(w)
 
 
+@pytest.mark.slow
 def test_a_watched_functions_leaves_are_named_by_the_users_parameters():
     """The jax.jit call equinox makes takes equinox's own arguments: its leaves were counted
     as 'args[1]: 201', which read as the user's second argument (here one array). They are

@@ -154,7 +154,8 @@ def test_pages_whose_sessions_ended_leave_nothing_behind(tmp_path, executor):
 
     port = free_port()
     server = pn.serve({"app": page}, port=port, address="127.0.0.1", show=False,
-                      threaded=True, unused_session_lifetime=500, check_unused_sessions=250,
+                      threaded=True, unused_session_lifetime_milliseconds=500,
+                      check_unused_sessions_milliseconds=250,
                       websocket_origin=[f"127.0.0.1:{port}"])
     try:
         deadline = time.monotonic() + 60

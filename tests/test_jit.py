@@ -182,6 +182,30 @@ def test_fori_loop_while_loop_and_cond():
     assert counts[0] == counts[1]
 
 
+def test_a_conditional_per_name_gives_jax_jits_numbers_and_one_report_line():
+    """A step that branches on each name's own value (``lax.cond`` inside the loop over names)
+    keeps one conditional per name; the report says so in one line with the count, not one
+    line per name (a 40-name step's report had 80 identical lines)."""
+    def step(x):
+        return {k: lax.cond(v > 1.0, lambda t: t - 0.5, lambda t: t * 2.0, v)
+                for k, v in x.items()}
+
+    def loss(x):
+        final, _ = lax.scan(lambda c, _: (step(c), None), x, None, length=3)
+        return sum(v ** 2 for v in final.values())
+
+    x = _names(6)
+    for fun in (loss, jax.grad(loss)):
+        j = _same_as_jax(fun, x)
+        conds = [r for r in j.report.regions if r.kind == "cond"]
+        assert len(conds) >= 6
+        text = str(j.report)
+        lines = [ln for ln in text.splitlines() if ln.lstrip().startswith("cond:")]
+        assert len(lines) < len(conds), text
+        assert any(f"×{len(conds)}" in ln or "×6" in ln for ln in lines), text
+        assert len(set(lines)) == len(lines), text
+
+
 def test_custom_jvp_custom_vjp_and_checkpoint():
     @jax.custom_vjp
     def soft(x):

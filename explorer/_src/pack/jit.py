@@ -13,6 +13,7 @@ are always those of ``jax.jit(fun)``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import inspect
 import re
 import time
@@ -97,7 +98,13 @@ class JitReport:
             lines.append(f"  input {arg}: {n} {'leaf' if n == 1 else 'leaves'} "
                          f"{dtype}{list(shape)} -> one array"
                          + (", steps first" if k in self.steps_first else ""))
-        lines += [f"  {r}" for r in self.regions]
+        # A region repeated side by side (a conditional per name, say) is one line with a
+        # count: a 40-name step's report had 80 identical lines.
+        for text, run in itertools.groupby(str(r) for r in self.regions):
+            n = len(list(run))
+            lines.append(f"  {text}" if n == 1 else
+                         f"  {text} (×{n}: the same region {n} times side by side, not packed "
+                         "into one)")
         for name, n, why in self.leaf_by_leaf:
             lines.append(f"  leaf by leaf: {n} lanes of {name} ({why})")
         return "\n".join(lines)

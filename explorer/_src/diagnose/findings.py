@@ -275,12 +275,29 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
                      f"{'sum' if summed else 'loop'} over names or leaves inside the traced "
                      f"function, the pattern of {JAX_4667}."),
             where=where(r.line),
-            remedy=_SUM_REMEDY if summed else _PACK_REMEDY,
+            remedy=(_COND_REMEDY if r.mix.get("cond", 0) >= repeats
+                    else _SUM_REMEDY if summed else _PACK_REMEDY),
             saving=(f"estimate: vectorised, this line's {line_eqns} equations become about "
                     f"{after}, {_percent(line_eqns - after, total_eqns)} of the program's "
                     "equations."),
         ))
     return _capped(found)
+
+
+# A ``lax.cond`` per name on the name's own value: neither jax.jit nor explorer.jit makes one
+# conditional of them (explorer.jit packs inside each, not across names); ``jnp.where`` computes
+# both branches for every name at once, as jax.vmap does with a cond whose predicate is batched.
+_COND_REMEDY = (
+    "Choose with jnp.where instead of lax.cond: a conditional on each name's own value stays one "
+    "conditional per name under jax.jit and explorer.jit alike, while jnp.where computes both "
+    "branches for every name at once (what jax.vmap makes of such a cond), which explorer.jit "
+    "then packs into one array. Keep lax.cond where a branch is too costly to compute for every "
+    "name, or where one predicate chooses for all of them.\n\n"
+    "# before: one conditional per name\n"
+    "new = {k: lax.cond(s[k] > 1.0, lambda v: v - 0.5, lambda v: 2.0 * v, s[k]) for k in s}\n"
+    "# after: both branches, one choice per name, packable\n"
+    "new = {k: jnp.where(s[k] > 1.0, s[k] - 0.5, 2.0 * s[k]) for k in s}\n"
+    "new = explorer.jit(step)(s)")
 
 
 _PACK_REMEDY = (

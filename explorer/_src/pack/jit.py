@@ -98,13 +98,12 @@ class JitReport:
             lines.append(f"  input {arg}: {n} {'leaf' if n == 1 else 'leaves'} "
                          f"{dtype}{list(shape)} -> one array"
                          + (", steps first" if k in self.steps_first else ""))
-        # A region repeated side by side (a conditional per name, say) is one line with a
-        # count: a 40-name step's report had 80 identical lines.
+        # Regions alike in a row (a conditional per name, say) are one line with a count: a
+        # 40-name step's report had 80 identical lines.
         for text, run in itertools.groupby(str(r) for r in self.regions):
             n = len(list(run))
             lines.append(f"  {text}" if n == 1 else
-                         f"  {text} (×{n}: the same region {n} times side by side, not packed "
-                         "into one)")
+                         f"  {text} (×{n}: {n} such regions in a row, each kept on its own)")
         for name, n, why in self.leaf_by_leaf:
             lines.append(f"  leaf by leaf: {n} lanes of {name} ({why})")
         return "\n".join(lines)

@@ -13,8 +13,8 @@ are always those of ``jax.jit(fun)``.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import inspect
+import itertools
 import re
 import time
 from collections.abc import Callable, Sequence

@@ -450,3 +450,50 @@ def test_a_plot_that_fails_to_draw_says_why_and_the_page_goes_on(tmp_path, execu
         assert titles[1] == "Plot" and "Compile time" in titles[0], titles
     finally:
         view.model.close()
+
+
+def test_the_inspection_tabs_draw_their_plots_one_at_a_time_with_the_figures_ahead(
+        tmp_path, executor):
+    """The "Compare runs" and "Your program" tabs draw their figures as the four plots do, one
+    drawing at a time in the process. HoloViews switches Bokeh's property validation off for the
+    whole process while it updates a plot's data (``with validate(False)`` in
+    ``holoviews/plotting/bokeh/plot.py``); a figure built meanwhile in another thread keeps its
+    title as a ``str``, and HoloViews then fails on it ("'str' object has no attribute
+    'update'"). A CI run opened "Your program" while the server drew the next page's figures
+    ahead, and the tab stayed empty. Here a figure drawn ahead holds validation off for a
+    second, as that update does, while both tabs are opened."""
+    import threading
+    import time
+
+    import holoviews as hv
+    from bokeh.core.property.validation import validate
+    from bokeh.models import Title
+
+    import explorer
+    from explorer.testing import FIGURES_AHEAD, PLOT_LAYOUT
+
+    inside = threading.Event()
+
+    def validation_off_a_while(plot, element):
+        with validate(False):
+            inside.set()
+            time.sleep(1.0)
+
+    view = explorer.dashboard(store=tmp_path / "r.sqlite", executor=executor)
+    try:
+        view.__panel__().get_root()
+        for tab in (3, 2):
+            inside.clear()
+            FIGURES_AHEAD.clear()
+            ahead = hv.Curve([1, 2, 3]).opts(hooks=[validation_off_a_while], backend="bokeh")
+            assert FIGURES_AHEAD.prepare([ahead], PLOT_LAYOUT) is not None
+            assert inside.wait(60)
+            view.tabs.active = tab  # built now, while the figure ahead is being drawn
+            FIGURES_AHEAD.join(60)
+        assert view.watched.built and view.runs.built
+        figures = [m for section in (view.watched, view.runs)
+                   for m in section.__panel__().get_root().select({"type": Title})]
+        assert figures  # each tab's plot has its title, as a Bokeh Title
+    finally:
+        FIGURES_AHEAD.clear()
+        view.model.close()

@@ -15,6 +15,7 @@ from .. import plots as _plots
 from ..core.blame import BLAME_COLUMNS
 from .model.view import PRESENTER_PLOT_OPTS
 from .model.watched import TABLE_COLUMNS as WATCH_TABLE_COLUMNS
+from .plotcache import render_figure
 from .sections import _TABLE_FONT, _guard, _md, _presenter_ready, _Section
 
 __all__ = ["ProgramsSection", "RunsSection", "WatchedSection", "program_html",
@@ -77,6 +78,15 @@ _PRE_STYLE = {"overflow": "auto", "font-size": "var(--explorer-code-font-size, 1
 def _text_view(text: Any, diff: bool = False) -> pn.pane.HTML:
     return pn.pane.HTML(pn.bind(program_html, text, diff), sizing_mode="stretch_width",
                         height=420, styles=_PRE_STYLE, disable_math=True)
+
+
+def _figure_pane(plot: Any, layout: dict[str, Any]) -> pn.pane.Bokeh:
+    """A pane showing the Bokeh figure of the HoloViews object ``plot`` (a ``pn.bind`` of
+    one), drawn again when it changes, as ``pn.pane.HoloViews(plot, **layout)`` would show it,
+    but drawn by :func:`render_figure`: one drawing at a time in the process, never beside a
+    figure drawn ahead for the next page (HoloViews switches Bokeh's validation off for the
+    whole process while it updates a plot's data, and a figure built meanwhile broke)."""
+    return pn.pane.Bokeh(pn.bind(render_figure, plot, layout), autodispatch=False, **layout)
 
 
 class _LazySection(_Section):
@@ -217,10 +227,10 @@ class RunsSection(_LazySection):
             w.Select.from_param(r.param.runs_b, width=200),
             w.Select.from_param(r.param.runs_metric, width=170)))
         message = _md(r.param.runs_message, sizing_mode="stretch_width")
-        plot = pn.pane.HoloViews(
+        plot = _figure_pane(
             pn.bind(self._ratio_plot, r.param.runs_table, r.param.runs_metric,
                     self.model.view.param.presenter),
-            sizing_mode="stretch_width", height=_plots.PLOT_HEIGHT + 20)
+            dict(sizing_mode="stretch_width", height=_plots.PLOT_HEIGHT + 20))
         table = w.Tabulator(
             pn.bind(lambda t: t if t is not None else pd.DataFrame(), r.param.runs_table),
             disabled=True, show_index=False, pagination="local", page_size=15,
@@ -257,9 +267,9 @@ class WatchedSection(_LazySection):
         reload.on_click(_guard(self.model, wp.load))
         choose = _presenter_ready(pn.Row(
             w.Select.from_param(wp.param.watch_run, width=520), reload))
-        plot = pn.pane.HoloViews(
+        plot = _figure_pane(
             pn.bind(self._ranking_plot, wp.param.watch_ranking, self.model.view.param.presenter),
-            sizing_mode="stretch_width", min_height=_plots.PLOT_HEIGHT)
+            dict(sizing_mode="stretch_width", min_height=_plots.PLOT_HEIGHT))
         self.table = w.Tabulator(
             pn.bind(self._table, wp.param.watch_ranking), disabled=True, show_index=False,
             selectable=1, pagination="local", page_size=12, sizing_mode="stretch_width",

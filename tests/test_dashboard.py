@@ -452,6 +452,7 @@ def test_a_plot_that_fails_to_draw_says_why_and_the_page_goes_on(tmp_path, execu
         view.model.close()
 
 
+@pytest.mark.slow
 def test_the_inspection_tabs_draw_their_plots_one_at_a_time_with_the_figures_ahead(
         tmp_path, executor):
     """The "Compare runs" and "Your program" tabs draw their figures as the four plots do, one

@@ -541,6 +541,12 @@ def test_the_programs_tab_fits_1280_by_800_in_both_modes(page, served_app):
             expect(page).to_have_url(re.compile(r"[?&]presenter=true"))
         page.locator(".bk-tab", has_text="Equation blame").scroll_into_view_if_needed()
         page.wait_for_timeout(1500)  # the page has laid itself out again
+        # The blame table draws its rows after the table itself (a fresh-clone run measured
+        # the layout with the table drawn and its rows not yet): wait for them, up to 30 s.
+        geometry, deadline = page.evaluate(_PROGRAMS_GEOMETRY_JS), time.monotonic() + 30
+        while geometry["rows"] == 0 and time.monotonic() < deadline:
+            page.wait_for_timeout(250)
+            geometry = page.evaluate(_PROGRAMS_GEOMETRY_JS)
         _shot(page, f"programs-{mode}.png")
-        _programs_fit(page.evaluate(_PROGRAMS_GEOMETRY_JS), mode)
+        _programs_fit(geometry, mode)
     assert errors == []

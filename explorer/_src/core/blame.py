@@ -129,11 +129,9 @@ def charge_of(eqn: Any, inherited: LineKey | None = None, origins: Origins | Non
         if is_user_file(file):
             user = (file, frame.line_num, frame.function_name)
             break
-    for held in holders if user is None else ():  # inlined: the user's line of its call
-        user = next(((f.file_name, f.line_num, f.function_name) for f in _frames(held)
-                     if is_user_file(f.file_name)), None)
-        if user is not None:
-            break
+    if user is None:  # inlined by the packer: the user's line of the call that held it
+        user = next(((f.file_name, f.line_num, f.function_name) for held in holders
+                     for f in _frames(held) if is_user_file(f.file_name)), None)
     origin = origin or user or inherited or UNKNOWN
     return Charge(user=user or inherited or origin, origin=origin)
 

@@ -140,6 +140,9 @@ def bind(primitive, params, args):
     return tuple(out) if primitive.multiple_results else out
 
 
+_ONE_EQUATION = jex_core.DebugInfo("explorer.pack", "one equation", None, None)
+
+
 def eval_eqn(eqn, values):
     """One equation on values, through public ``jaxpr_as_fun`` (it binds sub-programs)."""
     invars = [jex_core.Var(v.aval) if isinstance(v, jex_core.Literal) else v
@@ -150,6 +153,8 @@ def eval_eqn(eqn, values):
             seen.add(var)
             unique_vars.append(var)
             unique_vals.append(val)
+    # JAX >= 0.12 deprecates a Jaxpr made without a DebugInfo (jax-ml/jax#26480); the public
+    # jax.extend.core.DebugInfo names what this one-equation program was made for.
     jaxpr = jex_core.Jaxpr([], unique_vars, list(eqn.outvars), [eqn.replace(invars=invars)],
-                           eqn.effects)
+                           eqn.effects, debug_info=_ONE_EQUATION)
     return tuple(jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(jaxpr, []))(*unique_vals))

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 __all__ = ["JAX_LOGGERS", "JitTrace", "jit_trace_in_progress", "lowering_in_progress",
            "module_being_compiled",
-           "scan_counts", "template_without_web_fonts"]
+           "scan_counts", "scan_options", "template_without_web_fonts"]
 
 
 def template_without_web_fonts(template: type) -> type:
@@ -64,6 +64,26 @@ def scan_counts(params: dict) -> tuple[int, int] | None:
     except Exception:  # noqa: BLE001 - any other shape: say nothing rather than guess
         return None
     return (sizes[0], sizes[1]) if len(sizes) == 3 else None
+
+
+def scan_options(params: dict) -> tuple[int, bool, int | bool] | None:
+    """``(length, reverse, unroll)`` of a ``scan`` equation, what ``jax.lax.scan`` takes to
+    loop the same way, or ``None`` when this JAX's parameters say otherwise: one missing, or a
+    loop option ``jax.lax.scan`` does not take (``_split_transpose`` set).
+
+    Not a public API, as :func:`scan_counts`. Public fallback: ``None``, and explorer.jit's
+    packer leaves that scan alone (not merged with its siblings: same numbers, less gain).
+    Waits on the same public description of control-flow equations. Tested by
+    ``tests/test_jit.py::test_compat_reads_a_scans_options``.
+    """
+    try:
+        length, reverse = int(params["length"]), bool(params["reverse"])
+        unroll = params.get("unroll", 1)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if params.get("_split_transpose") or not isinstance(unroll, (bool, int)):
+        return None
+    return length, reverse, unroll
 
 
 # -- explorer.watch: what a compile-event listener cannot be told ----------------------------

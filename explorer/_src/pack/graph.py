@@ -13,6 +13,8 @@ an int. Values with one signature compute one formula on different names; the ne
   ``convert_element_type``) become one :class:`Reshape` of their base value, or the base itself;
 - an ``add`` chain of isomorphic terms (a loss summed over names, its cotangent fan-in)
   becomes one :class:`Sum` whose signature counts its terms' signatures, not their order;
+- sibling scans (one per name, none reading another) are first merged into one
+  (:mod:`.siblings`);
 - ``scan``, ``while`` and ``cond`` become a :class:`Region` whose bodies are numbered in scopes
   of their own, their inputs one class per role and (shape, dtype): the carry of N names is one
   stacked array per class.
@@ -30,6 +32,7 @@ from ..compat import scan_counts
 from .nodes import (Const, In, Multi, Node, Op, Out, Region, Reshape, Scope, Sum, Unpackable,
                     fresh_uid)
 from .reads import read_key
+from .siblings import fuse_sibling_scans
 
 __all__ = ["Const", "Graph", "In", "Multi", "Node", "Op", "Out", "Region", "Reshape", "Scope",
            "Sum", "Unpackable"]
@@ -66,6 +69,7 @@ class Graph:
         # and its body with it): blame charges an inlined equation with no line of the
         # user's own to the user's line of the call that held it, as in the original program.
         self.holders: dict[int, Any] = {}
+        self.merged: dict[int, int] = {}      # id of a merged scan equation -> scans it runs
         # Uids of values the same for every name (constants, an input class of one lane and
         # formulas of them): their per-name slices group (see :mod:`.reads`).
         self.shared: set[int] = set()
@@ -221,16 +225,18 @@ class Graph:
                 return self.const(atom.val, atom.aval.dtype)
             return env[atom]
 
-        for var, value in zip(jaxpr.constvars, consts):
+        eqns, outvars, merged_consts, merged = fuse_sibling_scans(jaxpr)
+        self.merged.update(merged)
+        for var, value in [*zip(jaxpr.constvars, consts), *merged_consts]:
             env[var] = self.const(value)
         for var, node in zip(jaxpr.invars, args):
             env[var] = node
-        for eqn in jaxpr.eqns:
+        for eqn in eqns:
             operands = tuple(read(a) for a in eqn.invars)
             outs = self.equation(eqn, operands, scope)
             for var, node in zip(eqn.outvars, outs):
                 env[var] = node
-        return [read(a) for a in jaxpr.outvars]
+        return [read(a) for a in outvars]
 
     def equation(self, eqn, operands, scope) -> list[Node]:
         name = eqn.primitive.name
@@ -375,6 +381,7 @@ class Graph:
         region = Region(self.sig(("region", fresh_uid())), (), np.float32)
         region.kind, region.eqn, region.operands = kind, eqn, operands
         region.scopes, region.in_classes = scopes, in_classes
+        region.merged = self.merged.get(id(eqn), 1)
         outputs = scopes[0].outputs if kind in ("scan", "cond") else None
         out_classes = self._classes(None, out_roles, out_avals, outputs)
         out_classes = [(role, [p for p in pos if p not in alias]) for role, pos in out_classes]

@@ -42,16 +42,21 @@ class RegionReport:
         classes: Per stacked input of its body: ``(role, lanes)``, e.g. ``("carry", 1000)``.
         nodes: Values its bodies compute, leaf by leaf.
         packs: Vector values they became.
+        merged: How many scans of the traced program it runs: the sibling scans of a loop
+            over names (``for k in names: lax.scan(...)``, none reading another), else 1.
     """
 
     kind: str
     classes: tuple[tuple[str, int], ...]
     nodes: int
     packs: int
+    merged: int = 1
 
     def __str__(self) -> str:
         parts = ", ".join(f"{role} {n}" for role, n in self.classes)
-        return f"{self.kind}: {parts or 'no inputs'}; {self.nodes} values -> {self.packs} pack{'' if self.packs == 1 else 's'}"
+        text = (f"{self.kind}: {parts or 'no inputs'}; {self.nodes} values -> {self.packs} "
+                f"pack{'' if self.packs == 1 else 's'}")
+        return text + (f" ({self.merged} sibling scans run as one)" if self.merged > 1 else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -467,7 +472,7 @@ def _region_reports(plan: ScopePlan) -> list[RegionReport]:
                 out.append(RegionReport(
                     node.kind, tuple((role, len(pos)) for role, pos in node.in_classes),
                     nodes=sum(len(pk.members) for sub in subs for pk in sub.packs),
-                    packs=sum(len(sub.packs) for sub in subs)))
+                    packs=sum(len(sub.packs) for sub in subs), merged=node.merged))
                 for sub in subs:
                     out += _region_reports(sub)
     return out

@@ -1,0 +1,190 @@
+"""Pass 0 of :func:`explorer.jit`'s packer: sibling scans become one scan.
+
+A loop over names around a ``lax.scan`` (``for k in names: _, ys[k] = lax.scan(step_k, c[k],
+xs[k])``) traces as one scan per name, each on its own carry. The packer packs what happens
+*inside* a scan across the lanes of its carry, never across separate scans, so such a program
+stayed one loop per name (and with the stacking around them, bigger than ``jax.jit``'s).
+
+This pass runs on each jaxpr the graph walks, before it is numbered. Scans of one jaxpr that
+loop alike (same length, direction and unroll, the same body signature: its inputs' shapes and
+dtypes and its primitives in order) and of which none reads another's outputs, directly or
+through other equations, become one ``lax.scan`` whose body runs each member's body on its own
+operands, side by side. Running independent loops of one length in one loop computes every
+value exactly as before; the packer then sees one scan whose carry holds every name, and
+packs its body across them, as it does for a per-name carry. The equations that read the
+members' outputs are put after the merged scan; nothing else moves. A jaxpr with an effect
+(a callback, a print) is left as it is: merging could reorder what it does.
+
+The merged scan is made with public APIs only: ``jax.lax.scan`` traced by ``jax.make_jaxpr``,
+each member's body evaluated by ``jax.extend.core.jaxpr_as_fun`` (which keeps each equation's
+source line, for ``explorer.blame``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import jax
+from jax.extend import core as jex_core
+
+from ..compat import scan_counts, scan_options
+
+__all__ = ["fuse_sibling_scans"]
+
+
+def _key(eqn) -> tuple | None:
+    """What members of one merged scan share; ``None`` for an equation that is not a scan
+    this pass can merge."""
+    if eqn.primitive.name != "scan" or eqn.effects:
+        return None
+    counts, options = scan_counts(eqn.params), scan_options(eqn.params)
+    body = eqn.params.get("jaxpr")
+    if counts is None or options is None or not isinstance(body, jex_core.ClosedJaxpr):
+        return None
+    avals = tuple((tuple(v.aval.shape), str(v.aval.dtype), bool(getattr(v.aval, "weak_type",
+                                                                        False)))
+                  for v in body.jaxpr.invars)
+    return options, counts, avals, tuple(e.primitive.name for e in body.jaxpr.eqns)
+
+
+def _groups(eqns) -> list[list[int]]:
+    """Positions of the scans to merge, groups of two or more, each in program order.
+
+    A scan joins the open group of its key unless it reads (through any chain of equations)
+    an output of that group's members; then it opens a new group of that key."""
+    taint: dict[Any, int] = {}      # var -> bitset of the groups it was computed from
+    open_group: dict[tuple, int] = {}
+    members: list[list[int]] = []
+    for pos, eqn in enumerate(eqns):
+        reads = 0
+        for atom in eqn.invars:
+            if isinstance(atom, jex_core.Var):
+                reads |= taint.get(atom, 0)
+        key = _key(eqn)
+        if key is not None:
+            g = open_group.get(key)
+            if g is None or reads >> g & 1:
+                g = open_group[key] = len(members)
+                members.append([])
+            members[g].append(pos)
+            reads |= 1 << g
+        if reads:
+            for var in eqn.outvars:
+                taint[var] = reads
+    return [m for m in members if len(m) > 1]
+
+
+def _merged(scans) -> jex_core.ClosedJaxpr:
+    """One ``lax.scan`` running ``scans``' bodies side by side: its inputs are each member's
+    operands in order, its outputs each member's outputs in order."""
+    counts = [scan_counts(e.params) for e in scans]
+    length, reverse, unroll = scan_options(scans[0].params)
+    sizes = [len(e.invars) for e in scans]
+    bodies = [jex_core.jaxpr_as_fun(e.params["jaxpr"]) for e in scans]
+
+    def run(*operands):
+        consts, init, xs, start = [], [], [], 0
+        for size, (nc, nk) in zip(sizes, counts):
+            own = operands[start:start + size]
+            start += size
+            consts.append(own[:nc])
+            init.append(list(own[nc:nc + nk]))
+            xs.append(list(own[nc + nk:]))
+
+        def body(carry, x):
+            carries, ys = [], []
+            for run_body, c, k, y, (_, nk) in zip(bodies, consts, carry, x, counts):
+                out = run_body(*c, *k, *y)
+                carries.append(list(out[:nk]))
+                ys.append(list(out[nk:]))
+            return carries, ys
+
+        final, ys = jax.lax.scan(body, init, xs, length=length, reverse=reverse,
+                                 unroll=unroll)
+        return [v for c, y in zip(final, ys) for v in (*c, *y)]
+
+    structs = [jax.ShapeDtypeStruct(a.aval.shape, a.aval.dtype,
+                                    weak_type=getattr(a.aval, "weak_type", False))
+               for e in scans for a in e.invars]
+    return jax.make_jaxpr(run)(*structs)
+
+
+def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int]]:
+    """``(eqns, outvars, consts, merged)``: ``jaxpr``'s equations with its sibling scans
+    merged (see the module docstring), its outputs (a member's output replaced by the merged
+    scan's), ``(var, value)`` pairs for the constants the merged scans close over, and per
+    merged scan equation (by ``id``) how many scans it runs. ``jaxpr``'s own equations and
+    outputs, unchanged, when there is nothing to merge."""
+    eqns = list(jaxpr.eqns)
+    unchanged = eqns, list(jaxpr.outvars), [], {}
+    if sum(e.primitive.name == "scan" for e in eqns) < 2 or any(e.effects for e in eqns):
+        return unchanged
+    groups = _groups(eqns)
+    if not groups:
+        return unchanged
+    # Items to order: each equation, a group standing for its members (at its first).
+    item_of = list(range(len(eqns)))
+    for group in groups:
+        for pos in group:
+            item_of[pos] = group[0]
+    made: dict[Any, int] = {}
+    for pos, eqn in enumerate(eqns):
+        for var in eqn.outvars:
+            made[var] = item_of[pos]
+    needs: dict[int, set[int]] = {}
+    for pos, eqn in enumerate(eqns):
+        item = item_of[pos]
+        deps = needs.setdefault(item, set())
+        for atom in eqn.invars:
+            if isinstance(atom, jex_core.Var) and atom in made and made[atom] != item:
+                deps.add(made[atom])
+    users: dict[int, list[int]] = {}
+    for item, deps in needs.items():
+        for dep in deps:
+            users.setdefault(dep, []).append(item)
+    waiting = {item: len(deps) for item, deps in needs.items()}
+    ready = [item for item, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    by_first = {group[0]: group for group in groups}
+    sub: dict[Any, Any] = {}
+    consts: list = []
+    out: list = []
+    merged_counts: dict[int, int] = {}
+    done = 0
+
+    def renamed(atoms):
+        return [sub.get(a, a) if isinstance(a, jex_core.Var) else a for a in atoms]
+
+    while ready:
+        item = heapq.heappop(ready)
+        if item in by_first:
+            members = [eqns[pos] for pos in by_first[item]]
+            merged = _merged(members)
+            inner = dict(zip(merged.jaxpr.invars,
+                             renamed([a for e in members for a in e.invars])))
+            consts.extend(zip(merged.jaxpr.constvars, merged.consts))
+            for eqn in merged.jaxpr.eqns:
+                eqn = eqn.replace(invars=[inner.get(a, a) if isinstance(a, jex_core.Var)
+                                          else a for a in eqn.invars])
+                if eqn.primitive.name == "scan":
+                    merged_counts[id(eqn)] = len(members)
+                out.append(eqn)
+            results = [inner.get(a, a) if isinstance(a, jex_core.Var) else a
+                       for a in merged.jaxpr.outvars]
+            for var, value in zip([v for e in members for v in e.outvars], results):
+                sub[var] = value
+        else:
+            eqn = eqns[item]
+            invars = renamed(eqn.invars)
+            # the same equation object where nothing changed (blame finds its holder by it)
+            changed = any(a is not b for a, b in zip(invars, eqn.invars))
+            out.append(eqn.replace(invars=invars) if changed else eqn)
+        done += 1
+        for user in users.get(item, ()):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, user)
+    if done != len(waiting):    # not every equation placed: never the case, never guessed
+        return unchanged
+    return out, renamed(jaxpr.outvars), consts, merged_counts

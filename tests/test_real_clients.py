@@ -455,3 +455,39 @@ def test_explorer_jit_of_an_nnx_model_with_a_scan_per_sensor_runs_one_scan():
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
     assert [r.merged for r in j.report.regions if r.kind == "scan"] == [8, 8], str(j.report)
     assert j.report.eqns_after * 4 < j.report.eqns_before, str(j.report)
+
+
+def test_an_nnx_models_recompiles_are_named_by_its_attributes_and_the_weak_type_said():
+    """A flax.nnx parameter made from a Python number (``nnx.Param(jnp.array(0.01))``) is
+    weakly typed; adam's first update makes it typed, the next its moments: three compiles of
+    the training step. The watch named the leaves by nnx.jit's inner structure
+    (``model.states[0][0]``) and called it a shape change of f32[] into f32[]; it now names the
+    user's attribute and says what to write."""
+    nnx = pytest.importorskip("flax.nnx")
+
+    class Drift(nnx.Module):
+        def __init__(self):
+            self.drift = nnx.Dict({k: nnx.Param(jnp.array(0.01)) for k in ("a", "b")})
+
+        def __call__(self, x):
+            return sum(jnp.sum((x - v[...]) ** 2) for v in self.drift.values())
+
+    @nnx.jit
+    def train_step(model, opt, x):
+        loss, grads = nnx.value_and_grad(lambda m: m(x))(model)
+        opt.update(model, grads)
+        return loss
+
+    model = Drift()
+    opt = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+    with explorer.watch(findings=False) as w:
+        for _ in range(3):
+            train_step(model, opt, jnp.ones(3))
+    reasons = [r.reason for r in w.compiles if r.name == "train_step"]
+    assert len(reasons) == 3 and reasons[0] is None, reasons
+    assert reasons[1].startswith("weak type changed: model.drift.a.value is f32[], was "
+                                 "f32[]{weak_type=True} (+"), reasons
+    assert reasons[1].endswith("more) (weakly typed: made from a Python number; give it a "
+                               "dtype where it is made, jnp.asarray(x, jnp.float32))"), reasons
+    assert reasons[2].startswith("weak type changed: opt.opt_state[0].mu['drift']['a'].value "
+                                 "is f32[]"), reasons

@@ -155,6 +155,28 @@ def test_recompile_reasons_say_what_changed():
                                              "tracing context changed")
 
 
+def test_a_weakly_typed_argument_that_becomes_typed_is_named_with_what_to_write():
+    """A parameter made from a Python number (``jnp.array(0.01)``) is weakly typed; its first
+    update makes it a float32 array and the step compiles again. Both directions are a weak
+    type change, said with where the weak type comes from and what to write, not a "shape
+    change" of f32[] into f32[]."""
+    @jax.jit
+    def update(w, g):
+        return w - 0.1 * g
+
+    with explorer.watch(findings=False) as w:
+        drift = jnp.array(0.01)
+        drift = update(drift, jnp.float32(1.0))      # typed from here on
+        update(drift, jnp.float32(1.0))
+        update(jnp.array(0.5), jnp.float32(1.0))     # weak again: the first trace is reused
+        update(jnp.zeros(2) + 1.0, jnp.float32(1.0))
+    reasons = [r.reason for r in w.compiles if r.name == "update"]
+    assert reasons[:2] == [None, "weak type changed: w is f32[], was f32[]{weak_type=True} "
+                                 "(weakly typed: made from a Python number; give it a dtype "
+                                 "where it is made, jnp.asarray(x, jnp.float32))"], reasons
+    assert reasons[2] == "shape changed: w is f32[2], was f32[]", reasons
+
+
 def test_without_the_trace_jaxs_own_explanation_gives_the_reason(monkeypatch):
     """compat's public fallback for the causes: JAX's cache-miss explanations stay on."""
     monkeypatch.setattr(compat, "jit_trace_in_progress", lambda frame: None)

@@ -215,7 +215,7 @@ def user_call(frame: FrameType | None) -> UserCall | None:
 # ``static``), and JAX's explanation names those. The user's own call is read from the frame
 # that entered the library (its ``*args, **kwargs``), bound to the user's function's
 # parameters, and kept as types: an array leaf as its type, any other leaf as its value.
-CallSignature = tuple  # ((parameter, PyTreeDef, (leaf, ...)), ...)
+CallSignature = tuple  # ((parameter, PyTreeDef, (leaf, ...), (path, ...) or None), ...)
 
 
 def _bound_signature(frame: FrameType, fn: Any, before: tuple,
@@ -234,19 +234,28 @@ def _bound_signature(frame: FrameType, fn: Any, before: tuple,
 
 
 def call_signature(arguments: dict[str, Any]) -> CallSignature:
-    """Each argument's tree structure and leaves: an array leaf as ``("array", its type)``,
-    any other leaf as ``("value", the value)``."""
+    """Each argument's tree structure, leaves and their paths: an array leaf as ``("array",
+    its type)``, any other leaf as ``("value", the value)``; the paths read from the argument
+    itself (a flax.nnx module's are its attributes', ``model.drift['a'].value``: rebuilt from
+    its structure alone, it names its graph's states), ``None`` where it gives none."""
     out = []
     for name, value in arguments.items():
         leaves, treedef = jax.tree_util.tree_flatten(value)
-        out.append((name, treedef, tuple(_leaf(x) for x in leaves)))
+        try:
+            paths = tuple(name + jax.tree_util.keystr(p)
+                          for p, _ in jax.tree_util.tree_flatten_with_path(value)[0])
+        except Exception:  # noqa: BLE001 - named from the structure when needed, as before
+            paths = None
+        if paths is not None and len(paths) != len(leaves):
+            paths = None
+        out.append((name, treedef, tuple(_leaf(x) for x in leaves), paths))
     return tuple(out)
 
 
 def _leaf(x: Any) -> tuple[str, Any]:
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         try:
-            return "array", jax.typeof(x).str_short(short_dtypes=True)
+            return "array", _aval(jax.typeof(x))     # weak type included: it keys a trace
         except Exception:  # noqa: BLE001 - array-like, but not a type JAX reads
             return "array", f"{x.dtype}{list(x.shape)}"
     return "value", x
@@ -295,16 +304,15 @@ def call_change(before: CallSignature | None, now: CallSignature | None) -> str 
     parameters and the paths into them; ``None`` when nothing does."""
     if before is None or now is None:
         return None
-    earlier = {name: (treedef, leaves) for name, treedef, leaves in before}
+    earlier = {name: (treedef, leaves) for name, treedef, leaves, _ in before}
     changes: list[tuple[str, str]] = []
-    for name, treedef, leaves in now:
+    for name, treedef, leaves, paths in now:
         if name not in earlier:
             continue
         treedef_b, leaves_b = earlier[name]
         if treedef != treedef_b:
             changes.append(("argument structure", f"{name} {_tree_difference(treedef, treedef_b)}"))
             continue
-        paths: list[str] | None = None
         for i, (x, y) in enumerate(zip(leaves, leaves_b)):
             if _same(x, y):
                 continue
@@ -384,7 +392,8 @@ def _type_change(name: str, now: str, before: str) -> tuple[str, str]:
     kind = "type"
     dn, _, sn = now_s.partition("[")
     db, _, sb = before_s.partition("[")
-    if "weak_type" in now_s and dn.split("{")[0] == db.split("{")[0]:
+    if ("weak_type" in now_s + before_s
+            and now_s.replace(_WEAK, "") == before_s.replace(_WEAK, "")):
         kind = "weak type"
     elif dn == db and sn != sb:
         kind = "shape"
@@ -393,9 +402,19 @@ def _type_change(name: str, now: str, before: str) -> tuple[str, str]:
     return kind, f"{name} is {now_s}, was {before_s}"
 
 
+_WEAK = "{weak_type=True}"
+# A weakly typed array (from a Python number: jnp.array(0.01)) and a typed one of the same
+# dtype and shape key different traces; a parameter made so compiles again after its first
+# update, its optimizer's state after the next.
+_WEAK_HINT = (" (weakly typed: made from a Python number; give it a dtype where it is made, "
+              "jnp.asarray(x, jnp.float32))")
+
+
 def _listing(kind: str, items: list[str]) -> str:
-    more = f" (+{len(items) - 2} more)" if len(items) > 2 else ""
-    return f"{kind} changed: " + "; ".join(items[:2]) + more
+    shown = 1 if kind == "weak type" else 2      # and the hint, in one line
+    more = f" (+{len(items) - shown} more)" if len(items) > shown else ""
+    return (f"{kind} changed: " + "; ".join(items[:shown]) + more
+            + (_WEAK_HINT if kind == "weak type" else ""))
 
 
 def _why(message: str) -> str:

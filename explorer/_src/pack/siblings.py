@@ -167,7 +167,8 @@ def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int]]:
             for eqn in merged.jaxpr.eqns:
                 eqn = eqn.replace(invars=[inner.get(a, a) if isinstance(a, jex_core.Var)
                                           else a for a in eqn.invars])
-                if eqn.primitive.name == "scan":
+                if eqn.primitive.name == "scan":    # the user's line of the first member
+                    eqn = eqn.replace(source_info=members[0].source_info)
                     merged_counts[id(eqn)] = len(members)
                 out.append(eqn)
             results = [inner.get(a, a) if isinstance(a, jex_core.Var) else a

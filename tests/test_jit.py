@@ -2,6 +2,7 @@
 program that does not grow with the leaves, and one-line errors of jax.jit's own types."""
 
 import functools
+import inspect
 import operator
 
 import jax
@@ -243,6 +244,13 @@ def test_sibling_scans_one_per_name_run_as_one_with_jax_jits_numbers():
             assert "sibling scans run as one" in str(j.report)
             after.setdefault(fun is loss, []).append(j.report.eqns_after)
     assert j.report.eqns_after * 3 < j.report.eqns_before, str(j.report)
+    # blame charges the merged scan to the user's scan line, as in jax.jit's program
+    table = explorer.blame(explorer.jit(loss), w, xs)
+    scan_rows = table[table["primitives"].str.contains(r"\bscan×")]
+    source = inspect.getsource(_scan_per_name).splitlines()
+    at = _scan_per_name.__code__.co_firstlineno + next(
+        i for i, text in enumerate(source) if "lax.scan(step" in text)
+    assert list(scan_rows["line"]) == [at], table
     # twice the names: twice the equations before, about as many after (the lanes' layout
     # between the two directions' scans differs by a few)
     assert all(b < 1.25 * a for a, b in after.values()), after

@@ -71,6 +71,24 @@ def check_saving(finding):
     assert finding.kind in KINDS
 
 
+def test_an_explorer_jit_function_is_diagnosed_as_the_program_its_call_compiles():
+    """``explorer.diagnose(explorer.jit(f), ...)`` (and the watch, which diagnoses the call that
+    compiled ``f_packed``) traced the wrapper whole: its stacking of every leaf, which runs in
+    NumPy before the call, was a per-leaf finding at the explorer's own line, the user was told
+    to give "the library" one array, and the trial packed explorer.jit's program again. What is
+    diagnosed now is the packed program of stacked arrays, as explorer.measure measures it."""
+    n = 60
+    plain = explorer.diagnose(per_name_rollout, names(n), names(n), compile=False)
+    assert "per-leaf-repetition" in plain.kinds and plain.n_leaves == 2 * n
+    for compile in (False, True):
+        d = explorer.diagnose(explorer.jit(per_name_rollout), names(n), names(n),
+                              compile=compile)
+        assert d.n_leaves == 2 and d.findings == (), d
+        assert str(d).startswith("diagnose(explorer.jit(per_name_rollout)): 2 array leaves")
+        assert d.jaxpr_eqns < plain.jaxpr_eqns / 10 and d.pack_trial is None
+        assert not d.top_lines["file"].str.contains("explorer").any(), d.top_lines
+
+
 # -- the clean negative control ---------------------------------------------------------------
 
 

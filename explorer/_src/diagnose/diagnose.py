@@ -37,6 +37,7 @@ from ..core.measure import (
     count_eqns,
     measure_traced,
 )
+from ..pack.prims import Origins, tagging
 from ..util import validate as v
 from . import findings as _findings
 from . import trial as _trial
@@ -279,6 +280,18 @@ def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: b
                   backend: str | None, limits: Limits, try_pack: bool = False) -> Diagnosis:
     name = describe(fn)
     measurement = None
+    original = fn
+    packed = callable(getattr(fn, "packed_function", None))
+    if packed:
+        # An explorer.jit function: what its call compiles is its packed program of stacked
+        # arrays (stacked by NumPy before the call), as explorer.measure measures it; traced
+        # whole, its stacking of every leaf read as a per-leaf finding of the explorer's own
+        # line, and the trial packed explorer.jit's program again.
+        try:
+            fn, args = fn.packed_function(*args)
+        except Exception as err:  # noqa: BLE001 - the user's code failed to trace or pack
+            raise ValueError(f"diagnosing {name} failed: {v.describe_error(err)}") from err
+        static, try_pack, name = (), False, f"explorer.jit({name})"
     try:
         call, args, static = hold_static(fn, args, static)
         if compile:
@@ -301,7 +314,15 @@ def _diagnose_one(fn: Callable, args: tuple, static: tuple[int, ...], compile: b
     except Exception as err:  # the user's code failed to trace, lower or compile
         raise ValueError(f"diagnosing {name} failed: {v.describe_error(err)}") from err
     paths = _leaf_paths(args, static)
-    program = read_program(traced.jaxpr, limits, definition_of(fn))
+    reading, tags = traced.jaxpr, None
+    if packed:
+        # Its equations charged to the user's lines, as explorer.blame charges them: traced
+        # once more with the packer tagging what it emits (tags the measured program has not:
+        # they would add names to its HLO), as a new function object (JAX caches traces).
+        fresh = functools.wraps(call)(lambda *a: call(*a))
+        with tagging() as tags:
+            reading = jax.jit(fresh, static_argnums=static).trace(*args).jaxpr
+    program = read_program(reading, limits, definition_of(original), tags)
     findings = _findings.find(program, limits, n_leaves=len(paths), leaf_paths=paths,
                               total_eqns=eqns, hlo_bytes=hlo_bytes)
     trial = None
@@ -331,7 +352,8 @@ def _library(via: str | None) -> str:
 
 
 # -- the one walk over the program ----------------------------------------------------------
-def read_program(closed_jaxpr: Any, limits: Limits, default: LineKey | None = None) -> Program:
+def read_program(closed_jaxpr: Any, limits: Limits, default: LineKey | None = None,
+                 tags: Origins | None = None) -> Program:
     """Everything the findings need from a jaxpr, in one pass over its equations.
 
     Each equation is charged to the user's line (see :mod:`explorer._src.core.blame`; an
@@ -340,6 +362,7 @@ def read_program(closed_jaxpr: Any, limits: Limits, default: LineKey | None = No
     origin, a library's line when the user's line called into one); the ``BUSY_LINES`` lines
     with the most equations (and enough to matter) get a second, dependency pass over their
     scope (:func:`_shape`), so the cost stays linear in the number of equations.
+    ``tags``: what a packed program traced under ``tagging`` says of its equations.
     """
     counts: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
     origins: dict[LineKey, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -351,7 +374,7 @@ def read_program(closed_jaxpr: Any, limits: Limits, default: LineKey | None = No
     floor = min(limits.min_repeats, limits.min_chain)
     seen: set[int] = set()
     canon: dict[tuple[str, int], LineKey] = {}
-    for scope, charges in charged_scopes(closed_jaxpr, default):
+    for scope, charges in charged_scopes(closed_jaxpr, default, tags):
         lines: dict[LineKey, list] = collections.defaultdict(list)
         owners: dict[LineKey, collections.Counter] = collections.defaultdict(
             collections.Counter)

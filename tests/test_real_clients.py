@@ -491,3 +491,47 @@ def test_an_nnx_models_recompiles_are_named_by_its_attributes_and_the_weak_type_
                                "dtype where it is made, jnp.asarray(x, jnp.float32))"), reasons
     assert reasons[2].startswith("weak type changed: opt.opt_state[0].mu['drift']['a'].value "
                                  "is f32[]"), reasons
+
+
+@pytest.mark.slow
+def test_explorer_jit_of_an_equinox_gru_per_channel_runs_one_scan_with_the_same_gradient():
+    """An equinox model as a user wrote it: one ``eqx.nn.GRUCell`` and readout per named
+    channel, each scanned over its own series, the loss's gradient over ``eqx.partition``'s
+    arrays. The channels' scans (forward and transposed) run as one, with jax.jit's numbers
+    (24 channels: 1,728 → 94 equations)."""
+    names = [f"chan_{i}" for i in range(4)]
+
+    class Bank(eqx.Module):
+        cells: dict
+        readout: dict
+
+        def __init__(self, key):
+            keys = jax.random.split(key, 2 * len(names))
+            self.cells = {k: eqx.nn.GRUCell(1, 2, key=keys[i]) for i, k in enumerate(names)}
+            self.readout = {k: eqx.nn.Linear(2, 1, key=keys[len(names) + i])
+                            for i, k in enumerate(names)}
+
+        def __call__(self, xs):
+            out = {}
+            for k in names:
+                def step(h, x, k=k):
+                    h = self.cells[k](x[None], h)
+                    return h, self.readout[k](h)[0]
+                _, out[k] = jax.lax.scan(step, jnp.zeros(2), xs[k])
+            return out
+
+    # built under one jit: eagerly, its random inits were a dozen small compiles (3 s)
+    params, static = eqx.partition(eqx.filter_jit(Bank)(jax.random.PRNGKey(0)), eqx.is_array)
+    rng = np.random.default_rng(0)
+    xs = {k: rng.normal(size=6).astype(np.float32) for k in names}
+
+    def loss(p, xs):
+        pred = eqx.combine(p, static)(xs)
+        return sum(jnp.mean((pred[k] - xs[k]) ** 2) for k in names)
+
+    grad = jax.grad(loss)
+    j = explorer.jit(grad)
+    got, want = j(params, xs), jax.jit(grad)(params, xs)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+    assert [r.merged for r in j.report.regions if r.kind == "scan"] == [4, 4], str(j.report)

@@ -21,6 +21,7 @@ from ..compat import scan_counts
 from ..core.blame import LineKey, short_file
 from ..core.fits import fit_power_law, format_exponent
 from ..core.measure import count_eqns
+from . import remedies
 
 KINDS = ("many-arguments", "per-leaf-repetition", "unrolled-loop", "large-constants",
          "many-carry-leaves", "large-unroll")
@@ -236,6 +237,15 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
     # the library's repeats are that loop's and fold into its finding; otherwise the finding is
     # the library's biggest line.
     own = {r.user for r in best.values() if r.user == r.line}
+
+    def calls(r: LineShape) -> bool:  # library calls side by side, the library's work in them
+        return (r.user != r.line and set(r.mix) <= _CALLS
+                and program.line_eqns(r.user) < sum(program.counts.get(r.user, {}).values()))
+
+    def weight(r: LineShape) -> int:  # calls: every equation in them; else the line's own
+        return (sum(program.counts.get(r.user, {}).values()) if calls(r)
+                else program.line_eqns(r.line))
+
     library: dict[LineKey, LineShape] = {}
     folded: dict[LineKey, list[LineShape]] = collections.defaultdict(list)
     for r in best.values():
@@ -243,17 +253,20 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
             continue
         if r.user in own:
             folded[r.user].append(r)
-        elif r.user not in library or (program.line_eqns(r.line)
-                                       > program.line_eqns(library[r.user].line)):
+        elif r.user not in library or weight(r) > weight(library[r.user]):
             library[r.user] = r
     kept = [r for r in best.values() if r.user == r.line] + list(library.values())
     found = []
-    for r in sorted(kept, key=lambda r: -program.line_eqns(r.line)):
+    for r in sorted(kept, key=lambda r: -weight(r)):
         line_eqns = program.line_eqns(r.line)
         repeats, what = _repeats(r, limits)
         after = math.ceil(line_eqns / repeats)
         if r.user != r.line:
-            found.append(_library_repetition(r, what, line_eqns, total_eqns, n_leaves, after))
+            if calls(r):
+                found.append(_call_per_name(r, repeats, program, total_eqns, n_leaves))
+            else:
+                found.append(_library_repetition(r, what, line_eqns, total_eqns, n_leaves,
+                                                 after))
             continue
         for lib in sorted(folded.get(r.user, ()), key=lambda s: -program.line_eqns(s.line)):
             lib_eqns = program.line_eqns(lib.line)
@@ -275,70 +288,13 @@ def _per_leaf_repetition(program: Program, limits: Limits, n_leaves: int,
                      f"{'sum' if summed else 'loop'} over names or leaves inside the traced "
                      f"function, the pattern of {JAX_4667}."),
             where=where(r.line),
-            remedy=(_COND_REMEDY if r.mix.get("cond", 0) >= repeats
-                    else _SUM_REMEDY if summed else _PACK_REMEDY),
+            remedy=(remedies.COND if r.mix.get("cond", 0) >= repeats
+                    else remedies.SUM if summed else remedies.PACK),
             saving=(f"estimate: vectorised, this line's {line_eqns} equations become about "
                     f"{after}, {_percent(line_eqns - after, total_eqns)} of the program's "
                     "equations."),
         ))
     return _capped(found)
-
-
-# A ``lax.cond`` per name on the name's own value: neither jax.jit nor explorer.jit makes one
-# conditional of them (explorer.jit packs inside each, not across names); ``jnp.where`` computes
-# both branches for every name at once, as jax.vmap does with a cond whose predicate is batched.
-_COND_REMEDY = (
-    "Choose with jnp.where instead of lax.cond: a conditional on each name's own value stays one "
-    "conditional per name under jax.jit and explorer.jit alike, while jnp.where computes both "
-    "branches for every name at once (what jax.vmap makes of such a cond), which explorer.jit "
-    "then packs into one array. Keep lax.cond where a branch is too costly to compute for every "
-    "name, or where one predicate chooses for all of them.\n\n"
-    "# before: one conditional per name\n"
-    "new = {k: lax.cond(s[k] > 1.0, lambda v: v - 0.5, lambda v: 2.0 * v, s[k]) for k in s}\n"
-    "# after: both branches, one choice per name, packable\n"
-    "new = {k: jnp.where(s[k] > 1.0, s[k] - 0.5, 2.0 * s[k]) for k in s}\n"
-    "new = explorer.jit(step)(s)")
-
-
-_PACK_REMEDY = (
-    "Compute every name at once on one array: compile the function with explorer.jit instead "
-    "of jax.jit (a drop-in whose program does not grow with the leaves), let explorer.pack "
-    "rewrite a per-name step (its output shaped like its first argument), or hold the state as "
-    "an explorer.NamedArray and write the step group-wise.\n\n"
-    "# before: one set of equations per name\n"
-    "new = {k: 0.999 * s[k] + 1e-3 * p[k] for k in s}\n"
-    "# after: the same function, compiled packed\n"
-    "new = explorer.jit(step)(s, p)\n"
-    "# or the step packed once, outside jit\n"
-    "packed = explorer.pack(step, s, p)\n"
-    "x, theta = packed.pack_args(s, p)\n"
-    "new = packed.unpack(jax.jit(packed)(x, theta))\n"
-    "# or group-wise, one set for the whole group\n"
-    "new = s.replace(x=0.999 * s[\"x\"] + 1e-3 * p[\"rate\"])")
-
-_SUM_REMEDY = (
-    "Reduce once over one array instead of adding the leaves one by one: hold the values as "
-    "one array (an explorer.NamedArray, or jax.flatten_util.ravel_pytree once, outside jit) "
-    "and call jnp.sum on it.\n\n"
-    "# before: one set of equations and one add per name\n"
-    "total = sum(0.9 * s[k] + 0.1 * p[k] for k in s)\n"
-    "# after: the names stacked once, outside jit; one reduction inside\n"
-    "x, _ = jax.flatten_util.ravel_pytree(s)\n"
-    "theta, _ = jax.flatten_util.ravel_pytree(p)\n"
-    "total = jnp.sum(0.9 * x + 0.1 * theta)")
-
-_LIBRARY_REMEDY = (
-    "Give the library one array instead of a pytree of many leaves: flatten the state once "
-    "(jax.flatten_util.ravel_pytree, or hold it as an explorer.NamedArray) and let the "
-    "function you pass it work on that array (explorer.pack rewrites a per-name function for "
-    "you).\n\n"
-    "# before (for example an ODE solve): a dict of N leaves through the solver\n"
-    "sol = diffrax.diffeqsolve(diffrax.ODETerm(f), solver, t0, t1, dt0, y0)\n"
-    "# after: one array through the solver\n"
-    "flat0, unravel = jax.flatten_util.ravel_pytree(y0)\n"
-    "def f_flat(t, y, args):\n"
-    "    return jax.flatten_util.ravel_pytree(f(t, unravel(y), args))[0]\n"
-    "sol = diffrax.diffeqsolve(diffrax.ODETerm(f_flat), solver, t0, t1, dt0, flat0)")
 
 
 def _repeats(r: LineShape, limits: Limits) -> tuple[int, str]:
@@ -369,9 +325,40 @@ def _library_repetition(r: LineShape, what: str, line_eqns: int, total_eqns: int
                  f"each leaf of your state on its own; its code is not yours to change, what "
                  "you pass it is."),
         where=where(r.user),
-        remedy=_LIBRARY_REMEDY,
+        remedy=remedies.LIBRARY,
         saving=(f"estimate: with one array, these {line_eqns} equations become about {after}, "
                 f"{_percent(line_eqns - after, total_eqns)} of the program's equations."),
+        via=via,
+    )
+
+
+# Equations that hold a library's whole program: repeated side by side, they are that many
+# calls of the library (a loop over names around ``diffrax.diffeqsolve``), each its own copy.
+_CALLS = frozenset({"jit", "pjit", "closed_call", "core_call", "custom_jvp_call",
+                    "custom_vjp_call", "custom_vjp_call_jaxpr", "remat", "checkpoint", "while",
+                    "scan", "cond"})
+
+
+def _call_per_name(r: LineShape, repeats: int, program: Program, total_eqns: int,
+                   n_leaves: int) -> Finding:
+    """A user line that calls a library once per name: the calls repeat side by side, and the
+    library's equations are inside them (charged to the user's line, not counted as its own)."""
+    via = library_line(r.line)
+    inside = sum(program.counts.get(r.user, {}).values())
+    one = math.ceil(inside / repeats)
+    mix = ", ".join(f"{p}×{c // repeats}" for p, c in r.mix.most_common(4))
+    return Finding(
+        kind="per-leaf-repetition",
+        message=(f"{_at(r.user)} makes the same library call {repeats} times side by side, one "
+                 f"per name or leaf ({mix} each, at {via}): the {inside} equations in those "
+                 f"calls are {_percent(inside, total_eqns)} of the program's {total_eqns} "
+                 f"({_leaves(n_leaves)} cross the boundary). Each call is a copy of the "
+                 f"library's program: a loop over names around a library call, the pattern of "
+                 f"{JAX_4667}."),
+        where=where(r.user),
+        remedy=remedies.CALL_PER_NAME,
+        saving=(f"estimate: one call for all names makes about {one} equations instead of "
+                f"{inside}, {_percent(inside - one, total_eqns)} of the program's equations."),
         via=via,
     )
 

@@ -241,7 +241,7 @@ def test_sibling_scans_one_per_name_run_as_one_with_jax_jits_numbers():
             # one merged scan each way (reverse=True for the names ending in 1), and their
             # transposes for the gradient
             assert merged == sorted([reverse, n - reverse] * (1 if fun is loss else 2))
-            assert "sibling scans run as one" in str(j.report)
+            assert "sibling loops run as one" in str(j.report)
             after.setdefault(fun is loss, []).append(j.report.eqns_after)
     assert j.report.eqns_after * 3 < j.report.eqns_before, str(j.report)
     # blame charges the merged scan to the user's scan line, as in jax.jit's program
@@ -254,6 +254,33 @@ def test_sibling_scans_one_per_name_run_as_one_with_jax_jits_numbers():
     # twice the names: twice the equations before, about as many after (the lanes' layout
     # between the two directions' scans differs by a few)
     assert all(b < 1.25 * a for a, b in after.values()), after
+
+
+def test_sibling_while_loops_one_per_name_run_as_one_each_stopping_where_its_own_stops():
+    """One ``lax.while_loop`` per name, each with its own trip count (its cond reads its own
+    values): the same loop on other operands runs as one loop that goes on while any name's
+    cond holds and keeps a name's values once its own cond no longer holds, as jax.vmap would.
+    jax.jit's numbers, and a program whose size does not grow with the names."""
+    after = []
+    for n in (8, 24):
+        names = [f"n{i}" for i in range(n)]
+
+        def f(x, p):
+            out = {}
+            for k in names:
+                out[k] = lax.while_loop(lambda c, k=k: c[0] < p[k],
+                                        lambda c: (c[0] + 0.3 + 0.1 * c[1], c[1] * 1.01),
+                                        (x[k], jnp.float32(1.0)))
+            return out, sum(v[0] * v[1] for v in out.values())
+
+        x = {k: np.float32(0.1 * i) for i, k in enumerate(names)}
+        p = {k: np.float32(1.0 + 0.5 * i) for i, k in enumerate(names)}   # 3 to 3n steps
+        j = _same_as_jax(f, x, p, rtol=1e-6)
+        loops = [r for r in j.report.regions if r.kind == "while"]
+        assert [r.merged for r in loops] == [n], str(j.report)
+        assert "sibling loops run as one" in str(j.report)
+        after.append(j.report.eqns_after)
+    assert after[0] == after[1], after
 
 
 def test_scans_that_read_each_other_or_loop_otherwise_stay_apart():

@@ -56,7 +56,7 @@ class RegionReport:
         parts = ", ".join(f"{role} {n}" for role, n in self.classes)
         text = (f"{self.kind}: {parts or 'no inputs'}; {self.nodes} values -> {self.packs} "
                 f"pack{'' if self.packs == 1 else 's'}")
-        return text + (f" ({self.merged} sibling scans run as one)" if self.merged > 1 else "")
+        return text + (f" ({self.merged} sibling loops run as one)" if self.merged > 1 else "")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,31 +1,43 @@
-"""Pass 0 of :func:`explorer.jit`'s packer: sibling scans become one scan.
+"""Pass 0 of :func:`explorer.jit`'s packer: sibling loops become one loop.
 
 A loop over names around a ``lax.scan`` (``for k in names: _, ys[k] = lax.scan(step_k, c[k],
-xs[k])``) traces as one scan per name, each on its own carry. The packer packs what happens
-*inside* a scan across the lanes of its carry, never across separate scans, so such a program
-stayed one loop per name (and with the stacking around them, bigger than ``jax.jit``'s).
+xs[k])``) or a ``lax.while_loop`` (one ``diffrax.diffeqsolve`` per name) traces as one loop per
+name, each on its own carry. The packer packs what happens *inside* a loop across the lanes of
+its carry, never across separate loops, so such a program stayed one loop per name (and with the
+stacking around them, bigger than ``jax.jit``'s).
 
-This pass runs on each jaxpr the graph walks, before it is numbered. Scans of one jaxpr that
-loop alike (same length, direction and unroll, the same body signature: its inputs' shapes and
-dtypes and its primitives in order) and of which none reads another's outputs, directly or
-through other equations, become one ``lax.scan`` whose body runs each member's body on its own
-operands, side by side. Running independent loops of one length in one loop computes every
-value exactly as before; the packer then sees one scan whose carry holds every name, and
-packs its body across them, as it does for a per-name carry. The equations that read the
-members' outputs are put after the merged scan; nothing else moves. A jaxpr with an effect
-(a callback, a print) is left as it is: merging could reorder what it does.
+This pass runs on each jaxpr the graph walks, before it is numbered. Loops of one jaxpr of which
+none reads another's outputs, directly or through other equations, are merged when they loop
+alike:
 
-The merged scan is made with public APIs only: ``jax.lax.scan`` traced by ``jax.make_jaxpr``,
-each member's body evaluated by ``jax.extend.core.jaxpr_as_fun`` (which keeps each equation's
-source line, for ``explorer.blame``).
+- scans of the same length, direction and unroll and the same body signature (its inputs'
+  shapes and dtypes, its primitives in order) become one ``lax.scan`` whose body runs each
+  member's body on its own operands, side by side: independent loops of one length run in one
+  loop compute every value exactly as before;
+- while loops that are the same loop on other operands (the same cond and body) become one
+  ``lax.while_loop`` that goes on while any member's cond holds, its body running each
+  member's body and keeping a member's values once its own cond no longer holds: what
+  ``jax.vmap`` makes of a while loop, each member's values those of its own loop.
+
+The packer then sees one loop whose carry holds every name, and packs its body across them, as
+it does for a per-name carry. The equations that read the members' outputs are put after the
+merged loop; nothing else moves. A jaxpr with an effect (a callback, a print) is left as it is:
+merging could reorder what it does.
+
+The merged loop is made with public APIs only: ``jax.lax.scan`` / ``jax.lax.while_loop`` traced
+by ``jax.make_jaxpr``, each member's body evaluated by ``jax.extend.core.jaxpr_as_fun`` (which
+keeps each equation's source line, for ``explorer.blame``).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
+import operator
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from jax.extend import core as jex_core
 
 from ..compat import scan_counts, scan_options
@@ -34,9 +46,13 @@ __all__ = ["fuse_sibling_scans"]
 
 
 def _key(eqn) -> tuple | None:
-    """What members of one merged scan share; ``None`` for an equation that is not a scan
+    """What members of one merged loop share; ``None`` for an equation that is not a loop
     this pass can merge."""
-    if eqn.primitive.name != "scan" or eqn.effects:
+    if eqn.effects:
+        return None
+    if eqn.primitive.name == "while":
+        return _while_key(eqn)
+    if eqn.primitive.name != "scan":
         return None
     counts, options = scan_counts(eqn.params), scan_options(eqn.params)
     body = eqn.params.get("jaxpr")
@@ -46,6 +62,23 @@ def _key(eqn) -> tuple | None:
                                                                         False)))
                   for v in body.jaxpr.invars)
     return options, counts, avals, tuple(e.primitive.name for e in body.jaxpr.eqns)
+
+
+def _while_key(eqn) -> tuple | None:
+    """Sibling while loops merge only where they are the same loop on other operands (the
+    same cond and body, constants included), run under ``jax.vmap``: each lane stops where its
+    own loop stops (JAX's batching of a while loop with a batched predicate keeps a finished
+    lane's values)."""
+    cond, body = eqn.params.get("cond_jaxpr"), eqn.params.get("body_jaxpr")
+    if not (isinstance(cond, jex_core.ClosedJaxpr) and isinstance(body, jex_core.ClosedJaxpr)):
+        return None
+    avals = tuple((tuple(a.aval.shape), str(a.aval.dtype), bool(getattr(a.aval, "weak_type",
+                                                                        False)))
+                  for a in eqn.invars)
+    others = tuple(sorted((k, repr(v)) for k, v in eqn.params.items()
+                          if k not in ("cond_jaxpr", "body_jaxpr")))
+    return ("while", avals, others, str(cond.jaxpr), str(body.jaxpr),
+            tuple(map(id, cond.consts)), tuple(map(id, body.consts)))
 
 
 def _groups(eqns) -> list[list[int]]:
@@ -75,9 +108,50 @@ def _groups(eqns) -> list[list[int]]:
     return [m for m in members if len(m) > 1]
 
 
+def _merged_while(loops) -> jex_core.ClosedJaxpr:
+    """The loop of ``loops`` (all the same loop) run once for all of them, inputs and outputs
+    as :func:`_merged`'s: one ``lax.while_loop`` going on while any member's cond holds, whose
+    body runs each member's body on its own carry and keeps a member's values once its cond no
+    longer holds (what ``jax.vmap`` makes of a while loop, written member by member: the packer
+    packs the members' alike bodies and choices across them, and a loop inside a member's body
+    stays that member's)."""
+    first, n = loops[0], len(loops)
+    nc, nb = first.params["cond_nconsts"], first.params["body_nconsts"]
+    cond = jex_core.jaxpr_as_fun(first.params["cond_jaxpr"])
+    body = jex_core.jaxpr_as_fun(first.params["body_jaxpr"])
+    size = len(first.invars)
+
+    def run(*operands):
+        own = [operands[m * size:(m + 1) * size] for m in range(n)]
+
+        def going(carries):
+            return [cond(*o[:nc], *c)[0] for o, c in zip(own, carries)]
+
+        def any_going(carries):  # an add chain: the packer sums it in one reduction
+            return functools.reduce(operator.add, [g.astype(jnp.int32)
+                                                   for g in going(carries)]) > 0
+
+        def step(carries):
+            out = []
+            for o, c, on in zip(own, carries, going(carries)):
+                new = body(*o[nc:nc + nb], *c)
+                out.append([jnp.where(on, v, old) for v, old in zip(new, c)])
+            return out
+
+        final = jax.lax.while_loop(any_going, step, [list(o[nc + nb:]) for o in own])
+        return [v for carry in final for v in carry]
+
+    structs = [jax.ShapeDtypeStruct(a.aval.shape, a.aval.dtype,
+                                    weak_type=getattr(a.aval, "weak_type", False))
+               for e in loops for a in e.invars]
+    return jax.make_jaxpr(run)(*structs)
+
+
 def _merged(scans) -> jex_core.ClosedJaxpr:
     """One ``lax.scan`` running ``scans``' bodies side by side: its inputs are each member's
     operands in order, its outputs each member's outputs in order."""
+    if scans[0].primitive.name == "while":
+        return _merged_while(scans)
     counts = [scan_counts(e.params) for e in scans]
     length, reverse, unroll = scan_options(scans[0].params)
     sizes = [len(e.invars) for e in scans]
@@ -118,7 +192,8 @@ def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int]]:
     outputs, unchanged, when there is nothing to merge."""
     eqns = list(jaxpr.eqns)
     unchanged = eqns, list(jaxpr.outvars), [], {}
-    if sum(e.primitive.name == "scan" for e in eqns) < 2 or any(e.effects for e in eqns):
+    if (sum(e.primitive.name in ("scan", "while") for e in eqns) < 2
+            or any(e.effects for e in eqns)):
         return unchanged
     groups = _groups(eqns)
     if not groups:
@@ -156,6 +231,12 @@ def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int]]:
     def renamed(atoms):
         return [sub.get(a, a) if isinstance(a, jex_core.Var) else a for a in atoms]
 
+    def keep(eqn):
+        invars = renamed(eqn.invars)
+        # the same equation object where nothing changed (blame finds its holder by it)
+        changed = any(a is not b for a, b in zip(invars, eqn.invars))
+        out.append(eqn.replace(invars=invars) if changed else eqn)
+
     while ready:
         item = heapq.heappop(ready)
         if item in by_first:
@@ -167,7 +248,7 @@ def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int]]:
             for eqn in merged.jaxpr.eqns:
                 eqn = eqn.replace(invars=[inner.get(a, a) if isinstance(a, jex_core.Var)
                                           else a for a in eqn.invars])
-                if eqn.primitive.name == "scan":    # the user's line of the first member
+                if eqn.primitive.name in ("scan", "while"):  # the first member's user line
                     eqn = eqn.replace(source_info=members[0].source_info)
                     merged_counts[id(eqn)] = len(members)
                 out.append(eqn)
@@ -176,11 +257,7 @@ def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int]]:
             for var, value in zip([v for e in members for v in e.outvars], results):
                 sub[var] = value
         else:
-            eqn = eqns[item]
-            invars = renamed(eqn.invars)
-            # the same equation object where nothing changed (blame finds its holder by it)
-            changed = any(a is not b for a, b in zip(invars, eqn.invars))
-            out.append(eqn.replace(invars=invars) if changed else eqn)
+            keep(eqns[item])
         done += 1
         for user in users.get(item, ()):
             waiting[user] -= 1

@@ -184,27 +184,67 @@ def test_fori_loop_while_loop_and_cond():
 
 
 def test_a_conditional_per_name_gives_jax_jits_numbers_and_one_report_line():
-    """A step that branches on each name's own value (``lax.cond`` inside the loop over names)
-    keeps one conditional per name; the report says so in one line with the count, not one
-    line per name (a 40-name step's report had 80 identical lines)."""
-    def step(x):
+    """A step that branches on each name's own value (``lax.cond`` inside the loop over names).
+    Where no branch loops, every name computes both branches and chooses its own (what jax.vmap
+    makes of such a cond), and the step packs. Where a branch loops, each name keeps its own
+    conditional (a branch never runs on values its cond would not give it), and the report says
+    so in one line with the count, not one line per name (a 40-name step's had 80)."""
+    def plain(x):
         return {k: lax.cond(v > 1.0, lambda t: t - 0.5, lambda t: t * 2.0, v)
                 for k, v in x.items()}
 
-    def loss(x):
-        final, _ = lax.scan(lambda c, _: (step(c), None), x, None, length=3)
-        return sum(v ** 2 for v in final.values())
+    def looping(x):        # a branch with a while loop of its own value's trip count
+        return {k: lax.cond(v > 1.0, lambda t: lax.fori_loop(0, (t * 3).astype(jnp.int32),
+                                                            lambda i, u: u * 0.9, t),
+                            lambda t: t * 2.0, v)
+                for k, v in x.items()}
 
-    x = _names(6)
-    for fun in (loss, jax.grad(loss)):
-        j = _same_as_jax(fun, x)
-        conds = [r for r in j.report.regions if r.kind == "cond"]
-        assert len(conds) >= 6
-        text = str(j.report)
-        lines = [ln for ln in text.splitlines() if ln.lstrip().startswith("cond:")]
-        assert len(lines) < len(conds), text
-        assert any(f"×{len(conds)}" in ln or "×6" in ln for ln in lines), text
-        assert len(set(lines)) == len(lines), text
+    for step in (plain, looping):
+        def loss(x, step=step):
+            final, _ = lax.scan(lambda c, _: (step(c), None), x, None, length=3)
+            return sum(v ** 2 for v in final.values())
+
+        for fun in (loss, jax.grad(loss)) if step is plain else (loss,):
+            after = []
+            for n in (6, 18):
+                j = _same_as_jax(fun, _names(n), rtol=1e-6)
+                after.append(j.report.eqns_after)
+            conds = [r for r in j.report.regions if r.kind == "cond"]
+            text = str(j.report)
+            if step is plain:
+                assert conds == [] and after[0] == after[1], text
+                continue
+            assert len(conds) >= 18
+            lines = [ln for ln in text.splitlines() if ln.lstrip().startswith("cond:")]
+            assert len(lines) < len(conds), text
+            assert any(f"×{len(conds)}" in ln or "×18" in ln for ln in lines), text
+            assert len(set(lines)) == len(lines), text
+
+
+def test_a_branch_that_calls_back_never_runs_on_values_its_cond_would_not_give_it():
+    """equinox's ``error_if`` raises from a ``jax.pure_callback`` in the branch its cond takes on
+    an error. Computing both branches for every name (as explorer.jit does with a loop-free cond
+    per name) would call it on every name and raise; such conds stay one per name, with
+    jax.jit's numbers."""
+    called = []
+
+    def check(v):
+        called.append(float(v))
+        if v > 2.0:
+            raise ValueError(f"{v} is over 2")
+        return v
+
+    def f(x):
+        def checked(t):
+            return jax.pure_callback(check, jax.ShapeDtypeStruct((), t.dtype), t)
+        return {k: lax.cond(v > 1.5, checked, lambda t: t * 2.0, v) for k, v in x.items()}
+
+    x = {f"v{i}": np.float32(0.5 + 0.2 * i) for i in range(6)}     # 0.5 .. 1.5: never over
+    _same_as_jax(f, x, rtol=0)
+    assert called == [], called
+    x["v5"] = np.float32(1.8)                                       # one name takes it
+    _same_as_jax(f, x, rtol=0)
+    assert called and set(called) == {1.7999999523162842}, called
 
 
 def _scan_per_name(names, k_const):

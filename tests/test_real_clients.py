@@ -584,3 +584,20 @@ def test_a_library_call_per_name_is_told_to_call_once_and_the_advice_works():
     # what is left at min_repeats=3: the stacking of the names inside jit, not the solve
     assert all("diffeqsolve" not in f.message and "library call" not in f.message
                for f in after.findings), after
+
+
+@pytest.mark.slow
+def test_explorer_jit_of_a_diffrax_solve_per_name_runs_the_solves_as_one_loop():
+    """One ``diffrax.diffeqsolve`` per name: each solve's while loops (inside equinox's jit
+    calls) are the same loop on other values, so after the calls are inlined they run as one
+    loop per kind; equinox's ``error_if`` conditionals, whose branch calls back, stay one per
+    name. jax.jit's numbers (60 species: 54,540 → 5,381 equations)."""
+    names = [f"sp_{i}" for i in range(3)]
+    rates = {k: np.float32(0.5 + 0.7 * i) for i, k in enumerate(names)}
+    y0 = {k: np.float32(1.0 + 0.1 * i) for i, k in enumerate(names)}
+    j = explorer.jit(_solve_each)
+    np.testing.assert_allclose(float(j(rates, y0)), float(jax.jit(_solve_each)(rates, y0)),
+                               rtol=1e-6)
+    merged = [r.merged for r in j.report.regions if r.kind == "while"]
+    assert merged and set(merged) == {3}, str(j.report)
+    assert "sibling loops run as one" in str(j.report)

@@ -1,20 +1,24 @@
 """What :mod:`.findings` tells the user to write: the remedies of the per-leaf findings, each a
 sentence and a before/after example."""
 
-# A ``lax.cond`` per name on the name's own value: neither jax.jit nor explorer.jit makes one
-# conditional of them (explorer.jit packs inside each, not across names); ``jnp.where`` computes
-# both branches for every name at once, as jax.vmap does with a cond whose predicate is batched.
+# A ``lax.cond`` per name on the name's own value: jax.jit keeps one conditional per name.
+# explorer.jit computes both branches for every name and chooses each name's own, as jax.vmap
+# does with a cond whose predicate is batched, unless a branch loops or calls back (it never
+# runs such a branch on values its own cond would not give it): then only jnp.where helps.
 COND = (
-    "Choose with jnp.where instead of lax.cond: a conditional on each name's own value stays one "
-    "conditional per name under jax.jit and explorer.jit alike, while jnp.where computes both "
-    "branches for every name at once (what jax.vmap makes of such a cond), which explorer.jit "
-    "then packs into one array. Keep lax.cond where a branch is too costly to compute for every "
-    "name, or where one predicate chooses for all of them.\n\n"
+    "Compile it with explorer.jit, which computes both branches for every name at once and "
+    "chooses each name's own (what jax.vmap makes of such a cond), in one array; or choose with "
+    "jnp.where yourself, which does the same under jax.jit. Where a branch loops (a "
+    "while_loop, a solve) or calls back into Python (equinox's error_if), explorer.jit keeps "
+    "one conditional per name, as jax.jit does: use jnp.where there only if that branch is "
+    "affordable for every name, and keep lax.cond where one predicate chooses for all names.\n\n"
     "# before: one conditional per name\n"
     "new = {k: lax.cond(s[k] > 1.0, lambda v: v - 0.5, lambda v: 2.0 * v, s[k]) for k in s}\n"
-    "# after: both branches, one choice per name, packable\n"
-    "new = {k: jnp.where(s[k] > 1.0, s[k] - 0.5, 2.0 * s[k]) for k in s}\n"
-    "new = explorer.jit(step)(s)")
+    "# after: the same step, compiled packed\n"
+    "new = explorer.jit(step)(s)\n"
+    "# or both branches, one choice per name, under jax.jit too\n"
+    "new = {k: jnp.where(s[k] > 1.0, s[k] - 0.5, 2.0 * s[k]) for k in s}")
+
 
 PACK = (
     "Compute every name at once on one array: compile the function with explorer.jit instead "
@@ -60,8 +64,8 @@ CALL_PER_NAME = (
     "Call the library once for all names: stack the names' values into one array and jax.vmap "
     "the call over it (one copy of the library's program, whatever the number of names), or "
     "pass the library the whole pytree where it takes one (one diffrax solve of a dict state). "
-    "explorer.jit runs such calls as one only where they loop with lax.scan, not where they "
-    "loop with lax.while_loop (a diffrax solve does).\n\n"
+    "explorer.jit runs such calls' loops as one where they are the same loop on other values, "
+    "but keeps what each call checks (equinox's error_if) one per name.\n\n"
     "# before: one solve per name\n"
     "ys = {k: diffrax.diffeqsolve(term, solver, t0, t1, dt0, y0[k], args=rates[k]).ys\n"
     "      for k in y0}\n"

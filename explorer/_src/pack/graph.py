@@ -225,8 +225,10 @@ class Graph:
                 return self.const(atom.val, atom.aval.dtype)
             return env[atom]
 
-        eqns, outvars, merged_consts, merged = fuse_sibling_scans(jaxpr)
+        eqns, outvars, merged_consts, merged, holders = fuse_sibling_scans(jaxpr)
         self.merged.update(merged)
+        for held, call in holders.items():
+            self.holders.setdefault(held, call)
         for var, value in [*zip(jaxpr.constvars, consts), *merged_consts]:
             env[var] = self.const(value)
         for var, node in zip(jaxpr.invars, args):

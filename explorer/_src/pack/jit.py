@@ -42,8 +42,9 @@ class RegionReport:
         classes: Per stacked input of its body: ``(role, lanes)``, e.g. ``("carry", 1000)``.
         nodes: Values its bodies compute, leaf by leaf.
         packs: Vector values they became.
-        merged: How many scans of the traced program it runs: the sibling scans of a loop
+        merged: How many loops of the traced program it runs: the sibling loops of a loop
             over names (``for k in names: lax.scan(...)``, none reading another), else 1.
+        nested: How many of the regions after it in :attr:`JitReport.regions` are inside it.
     """
 
     kind: str
@@ -51,6 +52,7 @@ class RegionReport:
     nodes: int
     packs: int
     merged: int = 1
+    nested: int = 0
 
     def __str__(self) -> str:
         parts = ", ".join(f"{role} {n}" for role, n in self.classes)
@@ -103,15 +105,30 @@ class JitReport:
             lines.append(f"  input {arg}: {n} {'leaf' if n == 1 else 'leaves'} "
                          f"{dtype}{list(shape)} -> one array"
                          + (", steps first" if k in self.steps_first else ""))
-        # Regions alike in a row (a conditional per name, say) are one line with a count: a
-        # 40-name step's report had 80 identical lines.
-        for text, run in itertools.groupby(str(r) for r in self.regions):
-            n = len(list(run))
-            lines.append(f"  {text}" if n == 1 else
-                         f"  {text} (×{n}: {n} such regions in a row, each kept on its own)")
+        # Regions alike in a row (a conditional per name, say), each with the regions inside
+        # it, are one line with a count: a 40-name step's report had 80 identical lines.
+        lines += _region_lines(self.regions, "  ")
         for name, n, why in self.leaf_by_leaf:
             lines.append(f"  leaf by leaf: {n} lanes of {name} ({why})")
         return "\n".join(lines)
+
+
+def _region_lines(regions: Sequence[RegionReport], indent: str) -> list[str]:
+    """One line per region, the regions inside it indented below it; regions alike in a row
+    (the same text, the same regions inside) one line with their count."""
+    units, k = [], 0
+    while k < len(regions):
+        end = k + 1 + regions[k].nested
+        units.append(tuple(regions[k:end]))
+        k = end
+    lines = []
+    for texts, run in itertools.groupby(units, key=lambda u: tuple(map(str, u))):
+        unit = next(run)
+        n = 1 + len(list(run))
+        lines.append(f"{indent}{texts[0]}" if n == 1 else
+                     f"{indent}{texts[0]} (×{n}: {n} such regions in a row, each kept on its own)")
+        lines += _region_lines(unit[1:], indent + "  ")
+    return lines
 
 
 def count_eqns(jaxpr) -> int:
@@ -469,12 +486,13 @@ def _region_reports(plan: ScopePlan) -> list[RegionReport]:
         for node in pack.members:
             if isinstance(node, Region):
                 subs = plan.subplans[node.uid]
+                inside = [r for sub in subs for r in _region_reports(sub)]
                 out.append(RegionReport(
                     node.kind, tuple((role, len(pos)) for role, pos in node.in_classes),
                     nodes=sum(len(pk.members) for sub in subs for pk in sub.packs),
-                    packs=sum(len(sub.packs) for sub in subs), merged=node.merged))
-                for sub in subs:
-                    out += _region_reports(sub)
+                    packs=sum(len(sub.packs) for sub in subs), merged=node.merged,
+                    nested=len(inside)))
+                out += inside
     return out
 
 

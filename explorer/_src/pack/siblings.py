@@ -52,6 +52,8 @@ def _key(eqn) -> tuple | None:
         return None
     if eqn.primitive.name == "while":
         return _while_key(eqn)
+    if eqn.primitive.name == "cond":
+        return _cond_key(eqn)
     if eqn.primitive.name != "scan":
         return None
     counts, options = scan_counts(eqn.params), scan_options(eqn.params)
@@ -79,6 +81,54 @@ def _while_key(eqn) -> tuple | None:
                           if k not in ("cond_jaxpr", "body_jaxpr")))
     return ("while", avals, others, str(cond.jaxpr), str(body.jaxpr),
             tuple(map(id, cond.consts)), tuple(map(id, body.consts)))
+
+
+def _cond_key(eqn) -> tuple | None:
+    """Sibling conditionals merge only where they are the same conditional on other operands
+    and no branch loops: each member then computes every branch and chooses its own
+    (``lax.select_n``), what ``jax.vmap`` makes of a cond whose index differs by member. A
+    branch that loops is never run on values its own cond would not give it."""
+    branches = eqn.params.get("branches")
+    if not isinstance(branches, (tuple, list)) or not all(
+            isinstance(b, jex_core.ClosedJaxpr) for b in branches):
+        return None
+    if any(_loops(b.jaxpr.eqns, inside=True) or _calls_back(b.jaxpr) for b in branches):
+        return None
+    avals = tuple((tuple(a.aval.shape), str(a.aval.dtype), bool(getattr(a.aval, "weak_type",
+                                                                        False)))
+                  for a in eqn.invars)
+    others = tuple(sorted((k, repr(v)) for k, v in eqn.params.items() if k != "branches"))
+    return ("cond", avals, others, tuple(str(b.jaxpr) for b in branches),
+            tuple(tuple(map(id, b.consts)) for b in branches))
+
+
+def _calls_back(jaxpr) -> bool:
+    """Whether ``jaxpr`` calls back into Python anywhere (``jax.pure_callback``: equinox's
+    ``error_if`` raises from one in the branch its cond takes on an error, so that branch must
+    never run on other values)."""
+    return any("callback" in eqn.primitive.name
+               or any(_calls_back(sub) for sub in jex_core.jaxprs_in_params(eqn.params))
+               for eqn in jaxpr.eqns)
+
+
+def _loops(eqns, inside: bool = False) -> int:
+    """Loops (and conditionals) among ``eqns`` and in the bodies of their calls, up to 2;
+    ``inside``: loops anywhere inside, conditionals not counted."""
+    n = 0
+    for eqn in eqns:
+        if eqn.primitive.name in ("scan", "while") or (
+                not inside and eqn.primitive.name == "cond"):
+            n += 1
+        elif inside:
+            n += sum(_loops(sub.eqns, inside=True)
+                     for sub in jex_core.jaxprs_in_params(eqn.params))
+        else:
+            body, _ = _body(eqn)
+            if body is not None:
+                n += _loops(body.eqns)
+        if n >= 2:
+            return n
+    return n
 
 
 def _groups(eqns) -> list[list[int]]:
@@ -147,11 +197,33 @@ def _merged_while(loops) -> jex_core.ClosedJaxpr:
     return jax.make_jaxpr(run)(*structs)
 
 
+def _merged_cond(conds) -> jex_core.ClosedJaxpr:
+    """The conditional of ``conds`` (all the same) as every branch computed for each member
+    and the member's own chosen by ``lax.select_n``: inputs and outputs as :func:`_merged`'s."""
+    branches = [jex_core.jaxpr_as_fun(b) for b in conds[0].params["branches"]]
+    size = len(conds[0].invars)
+
+    def run(*operands):
+        out = []
+        for m in range(len(conds)):
+            index, *args = operands[m * size:(m + 1) * size]
+            results = [branch(*args) for branch in branches]
+            out += [jax.lax.select_n(index, *cases) for cases in zip(*results)]
+        return out
+
+    structs = [jax.ShapeDtypeStruct(a.aval.shape, a.aval.dtype,
+                                    weak_type=getattr(a.aval, "weak_type", False))
+               for e in conds for a in e.invars]
+    return jax.make_jaxpr(run)(*structs)
+
+
 def _merged(scans) -> jex_core.ClosedJaxpr:
     """One ``lax.scan`` running ``scans``' bodies side by side: its inputs are each member's
     operands in order, its outputs each member's outputs in order."""
     if scans[0].primitive.name == "while":
         return _merged_while(scans)
+    if scans[0].primitive.name == "cond":
+        return _merged_cond(scans)
     counts = [scan_counts(e.params) for e in scans]
     length, reverse, unroll = scan_options(scans[0].params)
     sizes = [len(e.invars) for e in scans]
@@ -184,17 +256,88 @@ def _merged(scans) -> jex_core.ClosedJaxpr:
     return jax.make_jaxpr(run)(*structs)
 
 
-def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int]]:
-    """``(eqns, outvars, consts, merged)``: ``jaxpr``'s equations with its sibling scans
-    merged (see the module docstring), its outputs (a member's output replaced by the merged
-    scan's), ``(var, value)`` pairs for the constants the merged scans close over, and per
-    merged scan equation (by ``id``) how many scans it runs. ``jaxpr``'s own equations and
-    outputs, unchanged, when there is nothing to merge."""
+# Calls whose body is inlined (the packed program is never differentiated again: their forward
+# programs compute the same values), and the parameter that holds the body.
+INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr",
+          "core_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
+          "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+          "remat2": "jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr", "custom_lin": None}
+
+
+def _body(eqn) -> tuple[Any, tuple]:
+    """The body jaxpr and constants of a call to inline, else ``(None, ())``."""
+    key = INLINE.get(eqn.primitive.name)
+    inner = eqn.params.get(key) if key and not eqn.effects else None
+    body = inner.jaxpr if isinstance(inner, jex_core.ClosedJaxpr) else inner
+    if not isinstance(body, jex_core.Jaxpr):
+        return None, ()
+    return body, tuple(inner.consts) if isinstance(inner, jex_core.ClosedJaxpr) else ()
+
+
+def _flatten(jaxpr) -> tuple[list, list, list, dict[int, Any]]:
+    """``jaxpr`` with every call inlined, as the graph inlines them (loops' bodies stay
+    theirs): ``(eqns, outvars, consts, holders)``, ``holders`` the call that held each inlined
+    equation (by ``id``; blame charges an equation without a user line to its call's line).
+    The equations of an inlined body get new variables (one body can be called twice)."""
+    consts: list = []
+    holders: dict[int, Any] = {}
+
+    def walk(eqns, env, holder, out):
+        for eqn in eqns:
+            invars = [env.get(a, a) if isinstance(a, jex_core.Var) else a for a in eqn.invars]
+            body, values = _body(eqn)
+            if body is not None:
+                if holder is not None:
+                    holders[id(eqn)] = holder
+                inner = {}
+                for var, value in zip(body.constvars, values):
+                    inner[var] = jex_core.Var(var.aval)
+                    consts.append((inner[var], value))
+                inner.update(zip(body.invars, invars))
+                walk(body.eqns, inner, eqn, out)
+                for var, result in zip(eqn.outvars, body.outvars):
+                    env[var] = inner.get(result, result) if isinstance(
+                        result, jex_core.Var) else result
+                continue
+            if holder is None:      # the top level: the same equation where nothing changed
+                if any(a is not b for a, b in zip(invars, eqn.invars)):
+                    eqn = eqn.replace(invars=invars)
+            else:
+                outvars = []
+                for var in eqn.outvars:
+                    if isinstance(var, jex_core.DropVar):
+                        outvars.append(var)
+                    else:
+                        env[var] = jex_core.Var(var.aval)
+                        outvars.append(env[var])
+                eqn = eqn.replace(invars=invars, outvars=outvars)
+                holders[id(eqn)] = holder
+            out.append(eqn)
+        return out
+
+    env: dict = {}
+    eqns = walk(jaxpr.eqns, env, None, [])
+    outvars = [env.get(a, a) if isinstance(a, jex_core.Var) else a for a in jaxpr.outvars]
+    return eqns, outvars, consts, holders
+
+
+def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int], dict[int, Any]]:
+    """``(eqns, outvars, consts, merged, holders)``: ``jaxpr``'s equations with its calls
+    inlined where that lets sibling loops merge, and its sibling loops merged (see the module
+    docstring); its outputs (a member's output replaced by the merged loop's); ``(var, value)``
+    pairs for the constants the inlined bodies and merged loops hold; per merged loop equation
+    (by ``id``) how many loops it runs; and the call that held each inlined equation (by
+    ``id``). ``jaxpr``'s own equations and outputs, unchanged, when there is nothing to
+    merge."""
     eqns = list(jaxpr.eqns)
-    unchanged = eqns, list(jaxpr.outvars), [], {}
-    if (sum(e.primitive.name in ("scan", "while") for e in eqns) < 2
-            or any(e.effects for e in eqns)):
+    unchanged = eqns, list(jaxpr.outvars), [], {}, {}
+    if any(e.effects for e in eqns) or _loops(eqns) < 2:
         return unchanged
+    outvars, consts, holders = list(jaxpr.outvars), [], {}
+    if any(_body(e)[0] is not None for e in eqns):
+        eqns, outvars, consts, holders = _flatten(jaxpr)
+        if any(e.effects for e in eqns):
+            return unchanged
     groups = _groups(eqns)
     if not groups:
         return unchanged
@@ -223,7 +366,6 @@ def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int]]:
     heapq.heapify(ready)
     by_first = {group[0]: group for group in groups}
     sub: dict[Any, Any] = {}
-    consts: list = []
     out: list = []
     merged_counts: dict[int, int] = {}
     done = 0
@@ -265,4 +407,4 @@ def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int]]:
                 heapq.heappush(ready, user)
     if done != len(waiting):    # not every equation placed: never the case, never guessed
         return unchanged
-    return out, renamed(jaxpr.outvars), consts, merged_counts
+    return out, renamed(outvars), consts, merged_counts, holders

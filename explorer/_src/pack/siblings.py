@@ -66,40 +66,53 @@ def _key(eqn) -> tuple | None:
     return options, counts, avals, tuple(e.primitive.name for e in body.jaxpr.eqns)
 
 
+def _operand_avals(eqn) -> tuple:
+    return tuple((tuple(a.aval.shape), str(a.aval.dtype), bool(getattr(a.aval, "weak_type",
+                                                                       False)))
+                 for a in eqn.invars)
+
+
+def _outline(jaxpr) -> tuple:
+    """A cheap outline of a body: its equations' primitives, in order."""
+    return tuple(e.primitive.name for e in jaxpr.eqns)
+
+
 def _while_key(eqn) -> tuple | None:
     """Sibling while loops merge only where they are the same loop on other operands (the
-    same cond and body, constants included), run under ``jax.vmap``: each lane stops where its
-    own loop stops (JAX's batching of a while loop with a batched predicate keeps a finished
-    lane's values)."""
+    same cond and body, constants included: see :func:`_exact`): see :func:`_merged_while`.
+    This is the cheap part of the key."""
     cond, body = eqn.params.get("cond_jaxpr"), eqn.params.get("body_jaxpr")
     if not (isinstance(cond, jex_core.ClosedJaxpr) and isinstance(body, jex_core.ClosedJaxpr)):
         return None
-    avals = tuple((tuple(a.aval.shape), str(a.aval.dtype), bool(getattr(a.aval, "weak_type",
-                                                                        False)))
-                  for a in eqn.invars)
     others = tuple(sorted((k, repr(v)) for k, v in eqn.params.items()
                           if k not in ("cond_jaxpr", "body_jaxpr")))
-    return ("while", avals, others, str(cond.jaxpr), str(body.jaxpr),
-            tuple(map(id, cond.consts)), tuple(map(id, body.consts)))
+    return ("while", _operand_avals(eqn), others, _outline(cond.jaxpr), _outline(body.jaxpr))
 
 
 def _cond_key(eqn) -> tuple | None:
     """Sibling conditionals merge only where they are the same conditional on other operands
-    and no branch loops: each member then computes every branch and chooses its own
-    (``lax.select_n``), what ``jax.vmap`` makes of a cond whose index differs by member. A
-    branch that loops is never run on values its own cond would not give it."""
+    (see :func:`_exact`) and no branch loops or calls back: each member then computes every
+    branch and chooses its own (``lax.select_n``), what ``jax.vmap`` makes of a cond whose
+    index differs by member. This is the cheap part of the key."""
     branches = eqn.params.get("branches")
     if not isinstance(branches, (tuple, list)) or not all(
             isinstance(b, jex_core.ClosedJaxpr) for b in branches):
         return None
-    if any(_loops(b.jaxpr.eqns, inside=True) or _calls_back(b.jaxpr) for b in branches):
-        return None
-    avals = tuple((tuple(a.aval.shape), str(a.aval.dtype), bool(getattr(a.aval, "weak_type",
-                                                                        False)))
-                  for a in eqn.invars)
     others = tuple(sorted((k, repr(v)) for k, v in eqn.params.items() if k != "branches"))
-    return ("cond", avals, others, tuple(str(b.jaxpr) for b in branches),
-            tuple(tuple(map(id, b.consts)) for b in branches))
+    return ("cond", _operand_avals(eqn), others, tuple(_outline(b.jaxpr) for b in branches))
+
+
+def _exact(eqn) -> tuple | None:
+    """The costly part of a while loop's or conditional's key, asked only of those whose cheap
+    part another shares: their sub-programs as JAX prints them (the same text: the same
+    program), their constants by identity; ``None`` for a conditional a branch of which loops
+    or calls back (it never runs on values its own cond would not give it)."""
+    subs = ([eqn.params["cond_jaxpr"], eqn.params["body_jaxpr"]]
+            if eqn.primitive.name == "while" else list(eqn.params["branches"]))
+    if eqn.primitive.name == "cond" and any(
+            _loops(b.jaxpr) or _calls_back(b.jaxpr) for b in subs):
+        return None
+    return tuple(str(b.jaxpr) for b in subs), tuple(tuple(map(id, b.consts)) for b in subs)
 
 
 def _calls_back(jaxpr) -> bool:
@@ -111,40 +124,53 @@ def _calls_back(jaxpr) -> bool:
                for eqn in jaxpr.eqns)
 
 
-def _loops(eqns, inside: bool = False) -> int:
-    """Loops (and conditionals) among ``eqns`` and in the bodies of their calls, up to 2;
-    ``inside``: loops anywhere inside, conditionals not counted."""
-    n = 0
+def _alike(eqns, seen: set) -> bool:
+    """Whether two loops or conditionals among ``eqns`` and the bodies of their calls (not
+    inside loops) take operands of the same types: the quick test before anything is inlined
+    or compared (most programs have none, and pay only this walk)."""
     for eqn in eqns:
-        if eqn.primitive.name in ("scan", "while") or (
-                not inside and eqn.primitive.name == "cond"):
-            n += 1
-        elif inside:
-            n += sum(_loops(sub.eqns, inside=True)
-                     for sub in jex_core.jaxprs_in_params(eqn.params))
-        else:
+        name = eqn.primitive.name
+        if name in ("scan", "while", "cond"):
+            key = (name, _operand_avals(eqn))
+            if key in seen:
+                return True
+            seen.add(key)
+        elif name in INLINE:
             body, _ = _body(eqn)
-            if body is not None:
-                n += _loops(body.eqns)
-        if n >= 2:
-            return n
-    return n
+            if body is not None and _alike(body.eqns, seen):
+                return True
+    return False
+
+
+def _loops(jaxpr) -> bool:
+    """Whether ``jaxpr`` loops anywhere inside (a scan or while loop, in any sub-program)."""
+    return any(eqn.primitive.name in ("scan", "while")
+               or any(_loops(sub) for sub in jex_core.jaxprs_in_params(eqn.params))
+               for eqn in jaxpr.eqns)
 
 
 def _groups(eqns) -> list[list[int]]:
-    """Positions of the scans to merge, groups of two or more, each in program order.
+    """Positions of the loops (and conditionals) to merge, groups of two or more, each in
+    program order.
 
-    A scan joins the open group of its key unless it reads (through any chain of equations)
-    an output of that group's members; then it opens a new group of that key."""
+    One joins the open group of its key unless it reads (through any chain of equations) an
+    output of that group's members; then it opens a new group of that key."""
     taint: dict[Any, int] = {}      # var -> bitset of the groups it was computed from
     open_group: dict[tuple, int] = {}
     members: list[list[int]] = []
-    for pos, eqn in enumerate(eqns):
+    keys = [_key(eqn) for eqn in eqns]
+    seen: dict[tuple, int] = {}
+    for key in keys:
+        if key is not None:
+            seen[key] = seen.get(key, 0) + 1
+    for pos, (eqn, key) in enumerate(zip(eqns, keys)):
+        if key is not None and key[0] in ("while", "cond"):
+            exact = _exact(eqn) if seen[key] > 1 else None
+            key = None if exact is None else (key, exact)
         reads = 0
         for atom in eqn.invars:
             if isinstance(atom, jex_core.Var):
                 reads |= taint.get(atom, 0)
-        key = _key(eqn)
         if key is not None:
             g = open_group.get(key)
             if g is None or reads >> g & 1:
@@ -331,7 +357,7 @@ def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int], dict[in
     merge."""
     eqns = list(jaxpr.eqns)
     unchanged = eqns, list(jaxpr.outvars), [], {}, {}
-    if any(e.effects for e in eqns) or _loops(eqns) < 2:
+    if any(e.effects for e in eqns) or not _alike(eqns, set()):
         return unchanged
     outvars, consts, holders = list(jaxpr.outvars), [], {}
     if any(_body(e)[0] is not None for e in eqns):
@@ -339,8 +365,8 @@ def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int], dict[in
         if any(e.effects for e in eqns):
             return unchanged
     groups = _groups(eqns)
-    if not groups:
-        return unchanged
+    if not groups:     # inlined or not, as the graph would inline it (and not again, below)
+        return eqns, outvars, consts, {}, holders
     # Items to order: each equation, a group standing for its members (at its first).
     item_of = list(range(len(eqns)))
     for group in groups:

@@ -224,8 +224,8 @@ def test_a_conditional_per_name_gives_jax_jits_numbers_and_one_report_line():
 def test_a_branch_that_calls_back_never_runs_on_values_its_cond_would_not_give_it():
     """equinox's ``error_if`` raises from a ``jax.pure_callback`` in the branch its cond takes on
     an error. Computing both branches for every name (as explorer.jit does with a loop-free cond
-    per name) would call it on every name and raise; such conds stay one per name, with
-    jax.jit's numbers."""
+    per name) would call it on every name and raise; such conds stay one per name, and so do
+    while loops whose body calls back, with jax.jit's numbers."""
     called = []
 
     def check(v):
@@ -245,6 +245,18 @@ def test_a_branch_that_calls_back_never_runs_on_values_its_cond_would_not_give_i
     x["v5"] = np.float32(1.8)                                       # one name takes it
     _same_as_jax(f, x, rtol=0)
     assert called and set(called) == {1.7999999523162842}, called
+
+    # A while loop per name whose body checks its value: merged, a finished name's body would
+    # run once more on values its own loop never gives it (1.5 * 1.5 > 2 for v0).
+    def g(x):
+        def body(t):
+            return jax.pure_callback(check, jax.ShapeDtypeStruct((), t.dtype), t) * 1.5
+        return {k: lax.while_loop(lambda t: t < 1.0, body, v) for k, v in x.items()}
+
+    called.clear()
+    x = {"v0": np.float32(0.9), "v1": np.float32(0.2), "v2": np.float32(0.3)}
+    j = _same_as_jax(g, x, rtol=0)
+    assert max(called) < 1.0 and [r.merged for r in j.report.regions] == [1, 1, 1], called
 
 
 def _scan_per_name(names, k_const):

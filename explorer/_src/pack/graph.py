@@ -13,7 +13,7 @@ an int. Values with one signature compute one formula on different names; the ne
   ``convert_element_type``) become one :class:`Reshape` of their base value, or the base itself;
 - an ``add`` chain of isomorphic terms (a loss summed over names, its cotangent fan-in)
   becomes one :class:`Sum` whose signature counts its terms' signatures, not their order;
-- sibling scans (one per name, none reading another) are first merged into one
+- sibling loops (one per name, none reading another) are first merged into one
   (:mod:`.siblings`);
 - ``scan``, ``while`` and ``cond`` become a :class:`Region` whose bodies are numbered in scopes
   of their own, their inputs one class per role and (shape, dtype): the carry of N names is one
@@ -32,7 +32,7 @@ from ..compat import scan_counts
 from .nodes import (Const, In, Multi, Node, Op, Out, Region, Reshape, Scope, Sum, Unpackable,
                     fresh_uid)
 from .reads import read_key
-from .siblings import fuse_sibling_scans
+from .siblings import fuse_sibling_loops
 
 __all__ = ["Const", "Graph", "In", "Multi", "Node", "Op", "Out", "Region", "Reshape", "Scope",
            "Sum", "Unpackable"]
@@ -225,7 +225,7 @@ class Graph:
                 return self.const(atom.val, atom.aval.dtype)
             return env[atom]
 
-        eqns, outvars, merged_consts, merged, holders = fuse_sibling_scans(jaxpr)
+        eqns, outvars, merged_consts, merged, holders = fuse_sibling_loops(jaxpr)
         self.merged.update(merged)
         for held, call in holders.items():
             self.holders.setdefault(held, call)

@@ -95,7 +95,7 @@ class Region(Node):
     ``in_classes``: per input class, ``(role, positions)`` into ``operands``; ``scopes``:
     the body (scan), cond and body (while), or the branches (cond); ``out_classes``: per
     output class, ``(role, positions)`` into the equation's outputs; ``merged``: how many
-    sibling scans of the traced program it runs (:mod:`.siblings`), else 1.
+    sibling loops of the traced program it runs (:mod:`.siblings`), else 1.
     """
 
     __slots__ = ("eqn", "in_classes", "kind", "merged", "operands", "out_classes", "scopes")

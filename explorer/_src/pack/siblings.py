@@ -6,9 +6,11 @@ name, each on its own carry. The packer packs what happens *inside* a loop acros
 its carry, never across separate loops, so such a program stayed one loop per name (and with the
 stacking around them, bigger than ``jax.jit``'s).
 
-This pass runs on each jaxpr the graph walks, before it is numbered. Loops of one jaxpr of which
-none reads another's outputs, directly or through other equations, are merged when they loop
-alike:
+This pass runs on each jaxpr the graph walks, before it is numbered; where two loops or
+conditionals take operands of one type, through calls, it first inlines the calls (``jit``,
+``custom_jvp``...: as the graph would), so the loops of one library call per name are siblings
+too. Loops of which none reads another's outputs, directly or through other equations, are
+merged when they loop alike:
 
 - scans of the same length, direction and unroll and the same body signature (its inputs'
   shapes and dtypes, its primitives in order) become one ``lax.scan`` whose body runs each
@@ -17,7 +19,12 @@ alike:
 - while loops that are the same loop on other operands (the same cond and body) become one
   ``lax.while_loop`` that goes on while any member's cond holds, its body running each
   member's body and keeping a member's values once its own cond no longer holds: what
-  ``jax.vmap`` makes of a while loop, each member's values those of its own loop.
+  ``jax.vmap`` makes of a while loop, each member's values those of its own loop (a finished
+  member's body still runs, its results dropped, so loops that call back into Python, as
+  equinox's ``error_if`` does, are left apart);
+- conditionals that are the same conditional on other operands, none of whose branches loops
+  or calls back, become every branch computed for each member and its own chosen
+  (``lax.select_n``), as ``jax.vmap`` makes a cond whose index differs by member.
 
 The packer then sees one loop whose carry holds every name, and packs its body across them, as
 it does for a per-name carry. The equations that read the members' outputs are put after the
@@ -42,7 +49,7 @@ from jax.extend import core as jex_core
 
 from ..compat import scan_counts, scan_options
 
-__all__ = ["fuse_sibling_scans"]
+__all__ = ["fuse_sibling_loops"]
 
 
 def _key(eqn) -> tuple | None:
@@ -105,12 +112,15 @@ def _cond_key(eqn) -> tuple | None:
 def _exact(eqn) -> tuple | None:
     """The costly part of a while loop's or conditional's key, asked only of those whose cheap
     part another shares: their sub-programs as JAX prints them (the same text: the same
-    program), their constants by identity; ``None`` for a conditional a branch of which loops
-    or calls back (it never runs on values its own cond would not give it)."""
+    program), their constants by identity. ``None`` for a conditional a branch of which loops
+    or calls back, and for a while loop whose cond or body calls back: merged, a branch runs
+    on every member's values and a finished member's body runs on (its values kept), as
+    under ``jax.vmap``, and a callback (equinox's ``error_if`` raises from one) must never
+    see values its own program would not give it."""
     subs = ([eqn.params["cond_jaxpr"], eqn.params["body_jaxpr"]]
             if eqn.primitive.name == "while" else list(eqn.params["branches"]))
-    if eqn.primitive.name == "cond" and any(
-            _loops(b.jaxpr) or _calls_back(b.jaxpr) for b in subs):
+    if any(_calls_back(b.jaxpr) or (eqn.primitive.name == "cond" and _loops(b.jaxpr))
+           for b in subs):
         return None
     return tuple(str(b.jaxpr) for b in subs), tuple(tuple(map(id, b.consts)) for b in subs)
 
@@ -347,7 +357,7 @@ def _flatten(jaxpr) -> tuple[list, list, list, dict[int, Any]]:
     return eqns, outvars, consts, holders
 
 
-def fuse_sibling_scans(jaxpr) -> tuple[list, list, list, dict[int, int], dict[int, Any]]:
+def fuse_sibling_loops(jaxpr) -> tuple[list, list, list, dict[int, int], dict[int, Any]]:
     """``(eqns, outvars, consts, merged, holders)``: ``jaxpr``'s equations with its calls
     inlined where that lets sibling loops merge, and its sibling loops merged (see the module
     docstring); its outputs (a member's output replaced by the merged loop's); ``(var, value)``

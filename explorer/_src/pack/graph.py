@@ -69,7 +69,7 @@ class Graph:
         # and its body with it): blame charges an inlined equation with no line of the
         # user's own to the user's line of the call that held it, as in the original program.
         self.holders: dict[int, Any] = {}
-        self.merged: dict[int, int] = {}      # id of a merged scan equation -> scans it runs
+        self.merged: dict[int, int] = {}      # id of a merged loop equation -> loops it runs
         # Uids of values the same for every name (constants, an input class of one lane and
         # formulas of them): their per-name slices group (see :mod:`.reads`).
         self.shared: set[int] = set()
@@ -225,11 +225,11 @@ class Graph:
                 return self.const(atom.val, atom.aval.dtype)
             return env[atom]
 
-        eqns, outvars, merged_consts, merged, holders = fuse_sibling_loops(jaxpr)
+        eqns, outvars, more_consts, merged, holders = fuse_sibling_loops(jaxpr)
         self.merged.update(merged)
         for held, call in holders.items():
             self.holders.setdefault(held, call)
-        for var, value in [*zip(jaxpr.constvars, consts), *merged_consts]:
+        for var, value in [*zip(jaxpr.constvars, consts), *more_consts]:
             env[var] = self.const(value)
         for var, node in zip(jaxpr.invars, args):
             env[var] = node

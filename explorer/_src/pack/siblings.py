@@ -49,7 +49,7 @@ from jax.extend import core as jex_core
 
 from ..compat import scan_counts, scan_options
 
-__all__ = ["fuse_sibling_loops"]
+__all__ = ["call_body", "fuse_sibling_loops"]
 
 
 def _key(eqn) -> tuple | None:
@@ -67,16 +67,21 @@ def _key(eqn) -> tuple | None:
     body = eqn.params.get("jaxpr")
     if counts is None or options is None or not isinstance(body, jex_core.ClosedJaxpr):
         return None
-    avals = tuple((tuple(v.aval.shape), str(v.aval.dtype), bool(getattr(v.aval, "weak_type",
-                                                                        False)))
-                  for v in body.jaxpr.invars)
-    return options, counts, avals, tuple(e.primitive.name for e in body.jaxpr.eqns)
+    return options, counts, _types(body.jaxpr.invars), _outline(body.jaxpr)
 
 
-def _operand_avals(eqn) -> tuple:
+def _types(atoms) -> tuple:
+    """Each atom's shape, dtype and weak type: what a loop's inputs must share to merge."""
     return tuple((tuple(a.aval.shape), str(a.aval.dtype), bool(getattr(a.aval, "weak_type",
                                                                        False)))
-                 for a in eqn.invars)
+                 for a in atoms)
+
+
+def _structs(eqns) -> list:
+    """Abstract values of the operands of ``eqns``, in order: what a merged loop is traced on."""
+    return [jax.ShapeDtypeStruct(a.aval.shape, a.aval.dtype,
+                                 weak_type=getattr(a.aval, "weak_type", False))
+            for e in eqns for a in e.invars]
 
 
 def _outline(jaxpr) -> tuple:
@@ -93,7 +98,7 @@ def _while_key(eqn) -> tuple | None:
         return None
     others = tuple(sorted((k, repr(v)) for k, v in eqn.params.items()
                           if k not in ("cond_jaxpr", "body_jaxpr")))
-    return ("while", _operand_avals(eqn), others, _outline(cond.jaxpr), _outline(body.jaxpr))
+    return ("while", _types(eqn.invars), others, _outline(cond.jaxpr), _outline(body.jaxpr))
 
 
 def _cond_key(eqn) -> tuple | None:
@@ -106,7 +111,7 @@ def _cond_key(eqn) -> tuple | None:
             isinstance(b, jex_core.ClosedJaxpr) for b in branches):
         return None
     others = tuple(sorted((k, repr(v)) for k, v in eqn.params.items() if k != "branches"))
-    return ("cond", _operand_avals(eqn), others, tuple(_outline(b.jaxpr) for b in branches))
+    return ("cond", _types(eqn.invars), others, tuple(_outline(b.jaxpr) for b in branches))
 
 
 def _exact(eqn) -> tuple | None:
@@ -141,12 +146,12 @@ def _alike(eqns, seen: set) -> bool:
     for eqn in eqns:
         name = eqn.primitive.name
         if name in ("scan", "while", "cond"):
-            key = (name, _operand_avals(eqn))
+            key = (name, _types(eqn.invars))
             if key in seen:
                 return True
             seen.add(key)
         elif name in INLINE:
-            body, _ = _body(eqn)
+            body, _ = call_body(eqn)
             if body is not None and _alike(body.eqns, seen):
                 return True
     return False
@@ -227,10 +232,7 @@ def _merged_while(loops) -> jex_core.ClosedJaxpr:
         final = jax.lax.while_loop(any_going, step, [list(o[nc + nb:]) for o in own])
         return [v for carry in final for v in carry]
 
-    structs = [jax.ShapeDtypeStruct(a.aval.shape, a.aval.dtype,
-                                    weak_type=getattr(a.aval, "weak_type", False))
-               for e in loops for a in e.invars]
-    return jax.make_jaxpr(run)(*structs)
+    return jax.make_jaxpr(run)(*_structs(loops))
 
 
 def _merged_cond(conds) -> jex_core.ClosedJaxpr:
@@ -247,10 +249,7 @@ def _merged_cond(conds) -> jex_core.ClosedJaxpr:
             out += [jax.lax.select_n(index, *cases) for cases in zip(*results)]
         return out
 
-    structs = [jax.ShapeDtypeStruct(a.aval.shape, a.aval.dtype,
-                                    weak_type=getattr(a.aval, "weak_type", False))
-               for e in conds for a in e.invars]
-    return jax.make_jaxpr(run)(*structs)
+    return jax.make_jaxpr(run)(*_structs(conds))
 
 
 def _merged(scans) -> jex_core.ClosedJaxpr:
@@ -286,10 +285,7 @@ def _merged(scans) -> jex_core.ClosedJaxpr:
                                  unroll=unroll)
         return [v for c, y in zip(final, ys) for v in (*c, *y)]
 
-    structs = [jax.ShapeDtypeStruct(a.aval.shape, a.aval.dtype,
-                                    weak_type=getattr(a.aval, "weak_type", False))
-               for e in scans for a in e.invars]
-    return jax.make_jaxpr(run)(*structs)
+    return jax.make_jaxpr(run)(*_structs(scans))
 
 
 # Calls whose body is inlined (the packed program is never differentiated again: their forward
@@ -300,8 +296,9 @@ INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr",
           "remat2": "jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr", "custom_lin": None}
 
 
-def _body(eqn) -> tuple[Any, tuple]:
-    """The body jaxpr and constants of a call to inline, else ``(None, ())``."""
+def call_body(eqn) -> tuple[Any, tuple]:
+    """The body jaxpr and constants of a call to inline (the graph's and this pass's one
+    rule), else ``(None, ())``."""
     key = INLINE.get(eqn.primitive.name)
     inner = eqn.params.get(key) if key and not eqn.effects else None
     body = inner.jaxpr if isinstance(inner, jex_core.ClosedJaxpr) else inner
@@ -321,7 +318,7 @@ def _flatten(jaxpr) -> tuple[list, list, list, dict[int, Any]]:
     def walk(eqns, env, holder, out):
         for eqn in eqns:
             invars = [env.get(a, a) if isinstance(a, jex_core.Var) else a for a in eqn.invars]
-            body, values = _body(eqn)
+            body, values = call_body(eqn)
             if body is not None:
                 if holder is not None:
                     holders[id(eqn)] = holder
@@ -370,7 +367,7 @@ def fuse_sibling_loops(jaxpr) -> tuple[list, list, list, dict[int, int], dict[in
     if any(e.effects for e in eqns) or not _alike(eqns, set()):
         return unchanged
     outvars, consts, holders = list(jaxpr.outvars), [], {}
-    if any(_body(e)[0] is not None for e in eqns):
+    if any(call_body(e)[0] is not None for e in eqns):
         eqns, outvars, consts, holders = _flatten(jaxpr)
         if any(e.effects for e in eqns):
             return unchanged

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -174,12 +175,19 @@ def test_a_store_a_newer_explorer_wrote_is_read_never_written(tmp_path, capsys):
     (["--backend", "nope"], "nope"),
 ])
 def test_a_refused_sweep_leaves_no_store_behind(tmp_path, capsys, extra, words):
-    if "--scheduler" in extra:
-        pytest.importorskip("distributed")
     path = tmp_path / "new" / "results.sqlite"
-    code, err = cli_in_process(["sweep", "--problem", "decay", "-r", "array", "-n", "2",
-                                "--horizons", "3", "--targets", "loss", "-q", "--store",
-                                str(path), *extra], capsys)
+    argv = ["sweep", "--problem", "decay", "-r", "array", "-n", "2", "--horizons", "3",
+            "--targets", "loss", "-q", "--store", str(path), *extra]
+    if "--scheduler" in extra:
+        # How long an address that does not answer is tried is Dask's own setting.
+        dask = pytest.importorskip("dask")
+        pytest.importorskip("distributed")
+        started = time.monotonic()
+        with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+            code, err = cli_in_process(argv, capsys)
+        assert time.monotonic() - started < 15  # not the 30 s Dask would wait by default
+    else:
+        code, err = cli_in_process(argv, capsys)
     assert code == 2 and words in one_line(err)
     assert not path.parent.exists()  # neither the store nor its folder was made
     code, err = cli_in_process(["list", "--store", str(path)], capsys)

@@ -239,7 +239,8 @@ _clusters_lock = threading.Lock()
 
 def cluster_executor(scheduler: Any, per_host: int = 1) -> DaskExecutor:
     """The executor for a scheduler address (or client), shared by every page of a server:
-    connected once; a one-line ``ValueError`` when nothing answers there."""
+    connected once; a one-line ``ValueError`` when nothing answers there (within Dask's
+    ``distributed.comm.timeouts.connect``)."""
     if not isinstance(per_host, int) or isinstance(per_host, bool) or per_host < 1:
         raise ValueError(f"per_host must be a whole number >= 1, got {per_host!r}")
     if not isinstance(scheduler, str):
@@ -248,12 +249,17 @@ def cluster_executor(scheduler: Any, per_host: int = 1) -> DaskExecutor:
         ex = _clusters.get((scheduler, per_host))
         if ex is None:
             ex = _clusters[(scheduler, per_host)] = DaskExecutor(
-                connect(scheduler, timeout="10s")[0], per_host=per_host)
+                connect(scheduler)[0], per_host=per_host)
         return ex
 
 
-def connect(scheduler: Any, timeout: str = "20s") -> tuple[Any, bool]:
-    """A ``distributed.Client`` for an address or a client; whether we own (must close) it."""
+def connect(scheduler: Any) -> tuple[Any, bool]:
+    """A ``distributed.Client`` for an address or a client; whether we own (must close) it.
+
+    How long an address that does not answer is tried is Dask's own setting,
+    ``distributed.comm.timeouts.connect`` (30 s unless set, e.g. by
+    ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s``): a refused connection is retried
+    until then, as Dask does, since a scheduler started alongside may not listen yet."""
     try:
         from distributed import Client  # noqa: PLC0415
     except ImportError:
@@ -261,7 +267,7 @@ def connect(scheduler: Any, timeout: str = "20s") -> tuple[Any, bool]:
                          "'pytree-compile-explorer[cluster]'") from None
     if isinstance(scheduler, str):
         try:
-            return Client(scheduler, timeout=timeout), True
+            return Client(scheduler), True
         except (OSError, ValueError, TypeError) as err:  # refused, timed out, a bad address
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise ValueError(f"cannot reach the Dask scheduler {scheduler}: {first}") from None

@@ -78,8 +78,10 @@ def _another_users_store(tmp_path: Path) -> tuple[Path, list[str], Path]:
         p.chmod(mode)
     as_nobody = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                  *NO_OVERRIDE]
-    probe = subprocess.run([*as_nobody, sys.executable, "-c", "import explorer"], cwd=tmp_path,
-                           env=_env(), capture_output=True)
+    # What the commands import (``import explorer`` alone imports little: a venv in a folder
+    # only root may enter passed it and then failed at ``import numpy``).
+    probe = subprocess.run([*as_nobody, sys.executable, "-c", "import explorer, numpy, pandas"],
+                           cwd=tmp_path, env=_env(), capture_output=True)
     if probe.returncode == 0:
         return path, as_nobody, out
     for p in (folder, path):

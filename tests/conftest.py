@@ -120,10 +120,77 @@ def pytest_runtest_setup(item):
         pytest.skip("playwright is not installed (pip install -e '.[test]')")
 
 
+_PAGE_LOG = pytest.StashKey[list]()
+_PAGE = pytest.StashKey[object]()
+
+
+@pytest.fixture(autouse=True)
+def _page_log(request):
+    """What a browser test's page said while it ran (JavaScript errors with their first stack
+    frames, a crash, its websockets closing), shown with the test's report when it fails: two
+    failures under the full suite's load said only that a tab's contents never came."""
+    if request.node.get_closest_marker("browser") is None or "page" not in request.fixturenames:
+        yield
+        return
+    page = request.getfixturevalue("page")
+    log: list[str] = request.node.stash.setdefault(_PAGE_LOG, [])
+
+    def stamp(text: str) -> None:
+        log.append(f"{time.strftime('%H:%M:%S')} {text}")
+
+    def error(err) -> None:
+        frames = (getattr(err, "stack", None) or "").splitlines()[1:9]
+        stamp(" | ".join(["pageerror: " + str(err), *(f.strip() for f in frames)]))
+
+    page.on("console", lambda m: stamp(f"console.{m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", error)
+    page.on("crash", lambda _: stamp("the page crashed"))
+    page.on("websocket", lambda ws: ws.on("close", lambda w: stamp(f"websocket closed: {w.url}")))
+    request.node.stash[_PAGE] = page
+    yield
+
+
+# Every glyph colour on the page that is not a colour: BokehJS's "n is not iterable" (seen in 1
+# of 5 to 13 runs of two browser tests under load, the page's later updates never drawn) is its
+# colour parser meeting a scalar colour value that is neither a string, an integer nor a list.
+_ODD_COLOURS_JS = """() => {
+    const odd = [];
+    for (const doc of Bokeh.documents) {
+        for (const m of doc.all_models) {
+            if (m.glyph === undefined || m.data_source === undefined) continue;
+            for (const g of [m.glyph, m.hover_glyph, m.muted_glyph, m.selection_glyph,
+                             m.nonselection_glyph]) {
+                if (!g || typeof g !== 'object' || !g.properties) continue;
+                for (const [name, prop] of Object.entries(g.properties)) {
+                    if (!name.endsWith('color')) continue;
+                    const spec = prop.get_value();
+                    const v = spec && typeof spec === 'object' && 'value' in spec ? spec.value : null;
+                    const fine = v === null || typeof v === 'string' || Number.isInteger(v)
+                                 || Array.isArray(v);
+                    const plot = [...doc.all_models].find(p => Array.isArray(p.renderers)
+                                                              && p.renderers.includes(m));
+                    const title = plot && plot.title ? plot.title.text : '?';
+                    if (!fine) odd.push(`odd colour: ${g.type}.${name} = ${JSON.stringify(v)}`
+                                        + ` (renderer ${m.id} of "${title}")`);
+                }
+            }
+        }
+    }
+    return odd.length ? odd : ['every glyph colour is a colour'];
+}"""
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    log = item.stash.get(_PAGE_LOG, None)
+    if report.failed and log:
+        if report.when == "call" and any(" pageerror: " in line for line in log):
+            with contextlib.suppress(Exception):  # a page that crashed or closed answers nothing
+                log.extend(item.stash[_PAGE].evaluate(_ODD_COLOURS_JS))
+        report.sections.append(("what the page said", "\n".join(log)))
     if report.skipped and _in_ci() and item.get_closest_marker("browser") is not None:
         report.outcome = "failed"
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr

@@ -165,7 +165,8 @@ _ODD_COLOURS_JS = """() => {
                 for (const [name, prop] of Object.entries(g.properties)) {
                     if (!name.endsWith('color')) continue;
                     const spec = prop.get_value();
-                    const v = spec && typeof spec === 'object' && 'value' in spec ? spec.value : null;
+                    const v = spec && typeof spec === 'object' && 'value' in spec
+                              ? spec.value : null;
                     const fine = v === null || typeof v === 'string' || Number.isInteger(v)
                                  || Array.isArray(v);
                     const plot = [...doc.all_models].find(p => Array.isArray(p.renderers)

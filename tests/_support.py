@@ -44,6 +44,13 @@ def cli_in_process(argv: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def page_error_text(err) -> str:
+    """A page's uncaught JavaScript error with the first frames of its stack (a minified
+    "n is not iterable" alone says nowhere)."""
+    frames = (getattr(err, "stack", None) or "").splitlines()[1:9]
+    return " | ".join([str(err), *(f.strip() for f in frames)])
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from _support import CPU_ENV
 from _support import free_port as _free_port
+from _support import page_error_text
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -138,13 +139,9 @@ def _page_log(request):
     def stamp(text: str) -> None:
         log.append(f"{time.strftime('%H:%M:%S')} {text}")
 
-    def error(err) -> None:
-        frames = (getattr(err, "stack", None) or "").splitlines()[1:9]
-        stamp(" | ".join(["pageerror: " + str(err), *(f.strip() for f in frames)]))
-
     page.on("console", lambda m: stamp(f"console.{m.type}: {m.text}")
             if m.type in ("error", "warning") else None)
-    page.on("pageerror", error)
+    page.on("pageerror", lambda err: stamp("pageerror: " + page_error_text(err)))
     page.on("crash", lambda _: stamp("the page crashed"))
     page.on("websocket", lambda ws: ws.on("close", lambda w: stamp(f"websocket closed: {w.url}")))
     request.node.stash[_PAGE] = page

@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from _support import page_error_text
 
 import explorer
 
@@ -69,15 +70,9 @@ SHADOW_TEXT_JS = """e => {
 # -- helpers ----------------------------------------------------------------------------------
 
 def _page_errors(page) -> list[str]:
-    """The page's uncaught JavaScript errors, each with the first frames of its stack (a
-    minified "n is not iterable" alone, once seen on one of five loaded pages, says nowhere)."""
+    """The page's uncaught JavaScript errors, each with the first frames of its stack."""
     errors: list[str] = []
-
-    def keep(err) -> None:
-        frames = (getattr(err, "stack", None) or "").splitlines()[1:5]
-        errors.append(" | ".join([str(err), *(f.strip() for f in frames)]))
-
-    page.on("pageerror", keep)
+    page.on("pageerror", lambda err: errors.append(page_error_text(err)))
     return errors
 
 

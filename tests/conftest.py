@@ -186,8 +186,12 @@ def pytest_runtest_makereport(item, call):
     log = item.stash.get(_PAGE_LOG, None)
     if report.failed and log:
         if report.when == "call" and any(" pageerror: " in line for line in log):
-            with contextlib.suppress(Exception):  # a page that crashed or closed answers nothing
-                log.extend(item.stash[_PAGE].evaluate(_ODD_COLOURS_JS))
+            # Bounded: ``evaluate`` has no timeout, and a page stuck in its errors once held
+            # it (and the whole run) until pytest-timeout's 600 s; a page that crashed, closed
+            # or does not answer in 10 s gives nothing.
+            with contextlib.suppress(Exception):
+                log.extend(item.stash[_PAGE].wait_for_function(
+                    _ODD_COLOURS_JS, timeout=10_000).json_value())
         report.sections.append(("what the page said", "\n".join(log)))
     if report.skipped and _in_ci() and item.get_closest_marker("browser") is not None:
         report.outcome = "failed"

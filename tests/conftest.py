@@ -153,24 +153,41 @@ def _page_log(request):
 # colour parser meeting a scalar colour value that is neither a string, an integer nor a list.
 _ODD_COLOURS_JS = """() => {
     const odd = [];
+    const fine = v => v === null || v === undefined || typeof v === 'string'
+                      || Number.isInteger(v) || Array.isArray(v);
+    const show = v => (ArrayBuffer.isView(v) ? `${v.constructor.name}[${v.length}] `
+                       + JSON.stringify(Array.from(v.slice(0, 4))) : JSON.stringify(v));
     for (const doc of Bokeh.documents) {
         for (const m of doc.all_models) {
             if (m.glyph === undefined || m.data_source === undefined) continue;
+            const plot = [...doc.all_models].find(p => Array.isArray(p.renderers)
+                                                      && p.renderers.includes(m));
+            const where = `renderer ${m.id} of "${plot && plot.title ? plot.title.text : '?'}"`;
             for (const g of [m.glyph, m.hover_glyph, m.muted_glyph, m.selection_glyph,
                              m.nonselection_glyph]) {
                 if (!g || typeof g !== 'object' || !g.properties) continue;
                 for (const [name, prop] of Object.entries(g.properties)) {
                     if (!name.endsWith('color')) continue;
                     const spec = prop.get_value();
-                    const v = spec && typeof spec === 'object' && 'value' in spec
-                              ? spec.value : null;
-                    const fine = v === null || typeof v === 'string' || Number.isInteger(v)
-                                 || Array.isArray(v);
-                    const plot = [...doc.all_models].find(p => Array.isArray(p.renderers)
-                                                              && p.renderers.includes(m));
-                    const title = plot && plot.title ? plot.title.text : '?';
-                    if (!fine) odd.push(`odd colour: ${g.type}.${name} = ${JSON.stringify(v)}`
-                                        + ` (renderer ${m.id} of "${title}")`);
+                    if (spec && typeof spec === 'object' && 'value' in spec) {
+                        if (!fine(spec.value)) odd.push(`odd colour: ${g.type}.${name} = `
+                                                        + `${show(spec.value)} (${where})`);
+                    } else if (spec && typeof spec === 'object' && 'field' in spec
+                               && !spec.transform) {
+                        // A colour read from a column: each of its values must be a colour.
+                        const data = m.data_source.data || {};
+                        const column = data instanceof Map ? data.get(spec.field)
+                                                           : data[spec.field];
+                        const values = column == null ? [] : Array.from(column);
+                        const bad = values.find(v => !fine(v));
+                        if (column == null || bad !== undefined) {
+                            const columns = (data instanceof Map ? [...data.entries()]
+                                             : Object.entries(data))
+                                .map(([k, c]) => `${k}: ${show(c)}`).join('; ');
+                            odd.push(`odd colour: ${g.type}.${name} = field "${spec.field}", `
+                                     + `column ${show(column)} (${where}; columns ${columns})`);
+                        }
+                    }
                 }
             }
         }

@@ -71,6 +71,8 @@ hook                        why a test needs it
 ``PLOT_LAYOUT``             how each plot's figure sits in the page (its sizing, height, margin)
 ``FIGURES_AHEAD``           the figures drawn ahead for the next served page (a test prepares
                             them, waits for them and sees which page takes them)
+``PLOT_CACHE``              the plots shared by every page of a server (a test draws one in it)
+``plotting``                the lock held while a plot is built or its figure drawn
 ``quiet_closed_pages``      silences the server's noise about pages closed mid-update
 ``settings_from_environment``  the served app's settings read from its environment
 ``program_html``            the Programs tab's HTML of one program text
@@ -131,6 +133,8 @@ _HOOKS = {
     "PlotsSection": ("._src.dashboard.sections", "PlotsSection"),
     "PLOT_LAYOUT": ("._src.dashboard.sections", "PLOT_LAYOUT"),
     "FIGURES_AHEAD": ("._src.dashboard.plotcache", "FIGURES_AHEAD"),
+    "PLOT_CACHE": ("._src.dashboard.plotcache", "PLOT_CACHE"),
+    "plotting": ("._src.dashboard.plotcache", "plotting"),
     "quiet_closed_pages": ("._src.dashboard.page", "_quiet_closed_pages"),
     "settings_from_environment": ("._src.dashboard.page", "settings_from_environment"),
     "program_html": ("._src.dashboard.page", "program_html"),

@@ -452,6 +452,46 @@ def test_a_plot_that_fails_to_draw_says_why_and_the_page_goes_on(tmp_path, execu
         view.model.close()
 
 
+def test_a_plot_is_built_under_the_lock_its_figures_are_drawn_under():
+    """Building a HoloViews object writes its options into HoloViews' process-wide tables,
+    which drawing a figure reads; a page builds its plots on the server's loop while the next
+    page's figures are drawn in a thread (``FIGURES_AHEAD``). So building holds the lock that
+    drawing holds: here, while a plot is built, another thread cannot take it."""
+    import threading
+
+    import holoviews as hv
+
+    from explorer.testing import PLOT_CACHE, plotting
+
+    seen = []
+
+    def try_to_take():
+        taken = plotting().acquire(timeout=0.5)
+        if taken:
+            plotting().release()
+        seen.append(taken)
+
+    def draw():
+        other = threading.Thread(target=try_to_take)
+        other.start()
+        other.join()
+        return hv.Curve([1, 2, 3])
+
+    key = ("a test's plot", object())
+    curve = PLOT_CACHE.get(key, draw)
+    assert seen == [False]  # the lock was held while the plot was built
+    assert PLOT_CACHE.get(key, lambda: None) is curve  # and the plot was kept
+
+    def take_and_let_go():
+        with plotting():
+            seen.append("taken")
+
+    other = threading.Thread(target=take_and_let_go)
+    other.start()
+    other.join(60)
+    assert seen == [False, "taken"]  # and let go after it
+
+
 @pytest.mark.slow
 def test_the_inspection_tabs_draw_their_plots_one_at_a_time_with_the_figures_ahead(
         tmp_path, executor):

@@ -15,7 +15,7 @@ from .. import plots as _plots
 from ..core.blame import BLAME_COLUMNS
 from .model.view import PRESENTER_PLOT_OPTS
 from .model.watched import TABLE_COLUMNS as WATCH_TABLE_COLUMNS
-from .plotcache import render_figure
+from .plotcache import plotting, render_figure
 from .sections import _TABLE_FONT, _guard, _md, _presenter_ready, _Section
 
 __all__ = ["ProgramsSection", "RunsSection", "WatchedSection", "program_html",
@@ -215,8 +215,9 @@ class RunsSection(_LazySection):
 
     @staticmethod
     def _ratio_plot(table: pd.DataFrame | None, metric: str, presenter: bool) -> Any:
-        plot = _plots.run_ratio_plot(table, metric)
-        return plot.opts(PRESENTER_PLOT_OPTS, backend="bokeh") if presenter else plot
+        with plotting():
+            plot = _plots.run_ratio_plot(table, metric)
+            return plot.opts(PRESENTER_PLOT_OPTS, backend="bokeh") if presenter else plot
 
     def _contents(self) -> pn.Column:
         r = self.model.runs
@@ -251,8 +252,9 @@ class WatchedSection(_LazySection):
 
     @staticmethod
     def _ranking_plot(ranking: pd.DataFrame | None, presenter: bool) -> Any:
-        plot = _plots.compile_ranking_plot(ranking)
-        return plot.opts(PRESENTER_PLOT_OPTS, backend="bokeh") if presenter else plot
+        with plotting():
+            plot = _plots.compile_ranking_plot(ranking)
+            return plot.opts(PRESENTER_PLOT_OPTS, backend="bokeh") if presenter else plot
 
     def build(self) -> None:
         if self.built:

@@ -22,8 +22,8 @@ import pandas as pd
 from .. import plots as _plots
 from ..store.example import load_example
 
-__all__ = ["FIGURES_AHEAD", "PLOT_CACHE", "array_key", "frame_key", "render_figure",
-           "warm_plotting"]
+__all__ = ["FIGURES_AHEAD", "PLOT_CACHE", "array_key", "frame_key", "plotting",
+           "render_figure", "warm_plotting"]
 
 _log = logging.getLogger(__name__)
 
@@ -47,6 +47,19 @@ def array_key(names: Sequence[str], array: np.ndarray) -> str:
     return digest.hexdigest()
 
 
+# One use of HoloViews at a time in this process, building a plot or drawing its figure:
+# HoloViews keeps its options in process-wide tables (``.opts`` writes them, drawing reads
+# them), and a page's build or redraw (on the server's loop) may meet a drawing ahead (in a
+# thread). Reentrant: a plot built under it may be drawn under it.
+_PLOTTING = threading.RLock()
+
+
+def plotting() -> threading.RLock:
+    """The lock to hold while building a HoloViews object or setting its options outside
+    :data:`PLOT_CACHE` (which holds it while it draws): ``with plotting(): ...``."""
+    return _PLOTTING
+
+
 class _PlotCache:
     """The HoloViews objects of recently drawn plots, shared by every page of the server.
 
@@ -66,7 +79,8 @@ class _PlotCache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        value = draw()
+        with _PLOTTING:
+            value = draw()
         with self._lock:
             self._items[key] = value
             while len(self._items) > self._size:
@@ -90,6 +104,13 @@ def warm_plotting() -> None:
     example, rollouts = load_example()
     if example.empty:
         return
+    with _PLOTTING:
+        plots = _example_plots(example, rollouts)
+    for plot in plots:
+        render_figure(plot, {})
+
+
+def _example_plots(example: pd.DataFrame, rollouts: dict) -> list[Any]:
     measured = example.iloc[: len(example) // 2].assign(source="measured", id=1)
     frame = pd.concat([example, measured], ignore_index=True)
     first = example.iloc[0]
@@ -100,13 +121,7 @@ def warm_plotting() -> None:
     if rollouts:
         two = {str(k): v for k, v in list(rollouts.items())[:2]}
         plots.append(_plots.rollout_plot(_plots.rollout_frame(two)))
-    for plot in plots:
-        render_figure(plot, {})
-
-
-# One drawing at a time in this process: HoloViews keeps its options in process-wide tables,
-# and a page's redraw (on the server's loop) may meet a drawing ahead (in a thread).
-_RENDERING = threading.Lock()
+    return plots
 
 
 def render_figure(plot: Any, layout: dict[str, Any]) -> Any:
@@ -121,7 +136,7 @@ def render_figure(plot: Any, layout: dict[str, Any]) -> Any:
     # HoloViews hooks the plot to Bokeh's ``curdoc()`` (the process's document, or in a thread
     # any page's), which would keep every plot drawn until that document ends.
     renderer = hv.renderer("bokeh").instance(mode="server")
-    with _RENDERING:
+    with _PLOTTING:
         figure = renderer.get_plot_state(renderer.get_plot(plot, doc=Document()))
     figure.update(**{name: value for name, value in layout.items()
                      if name in figure.properties()})

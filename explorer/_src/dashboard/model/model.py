@@ -32,6 +32,7 @@ import param
 from ... import plots as _plots
 from ...core.problems import problems
 from ...store.store import Store
+from ..plotcache import plotting
 from .controls import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, CaseControls
 from .jobs import JobQueue
 from .programs import ProgramInspector
@@ -171,4 +172,5 @@ class ExplorerModel(param.Parameterized):
 
     def html_bytes(self) -> bytes:
         """The four plots as one standalone HTML page."""
-        return _plots.export_html(self.plots(), title="PyTree Compile Explorer plots")
+        with plotting():
+            return _plots.export_html(self.plots(), title="PyTree Compile Explorer plots")

@@ -20,7 +20,7 @@ import param
 
 from ... import plots as _plots
 from ...jobs.jobs import MAX_ROLLOUT_VARS
-from ..plotcache import PLOT_CACHE, array_key, frame_key
+from ..plotcache import PLOT_CACHE, array_key, frame_key, plotting
 from .controls import ROLLOUT_MAX_N, CaseControls
 from .results import Results
 from .session import Batch, Session
@@ -235,7 +235,8 @@ class PlotView(param.Parameterized):
             return plot
         except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
             self.session.show(f"Could not draw {title.lower()}: {type(err).__name__}: {err}")
-            return _plots.placeholder(title, "Could not draw this plot (see the alert).")
+            with plotting():
+                return _plots.placeholder(title, "Could not draw this plot (see the alert).")
 
     def _metric(self, kind: str, title: str, draw: Callable, query: dict[str, Any],
                 **extra: Any) -> Any:

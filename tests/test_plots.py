@@ -179,7 +179,7 @@ def test_empty_or_unmatched_frames_give_a_message_not_an_error():
 
 def test_rollout_frame_and_plot_overlay_representations():
     names = [f"state_{i}" for i in range(10)]
-    data = np.tile(np.linspace(1, 0, 20)[:, None], (1, 10)).astype(np.float32)
+    data = (np.linspace(1, 0.5, 20)[:, None] * np.arange(1, 11)).astype(np.float32)
     frame = _plots.rollout_frame({"dict": (names, data), "array": (names, data)})
     assert set(frame["state"]) == {"state_0", "state_5", "state_9"}
     assert len(frame) == 2 * 3 * 20
@@ -199,6 +199,27 @@ def test_rollout_frame_and_plot_overlay_representations():
     (names_at_end,) = _elements(plot, hv.Labels)
     assert sorted(names_at_end.dimension_values("state")) == ["state_0", "state_5", "state_9"]
     assert set(names_at_end.dimension_values("step")) == {19}
+
+
+def test_states_that_end_together_share_one_label_instead_of_two_drawn_over_each_other():
+    """Two chosen states whose trajectories end at nearly the same value (a decay page at
+    N = 100: state_0 and state_50) had their names drawn one over the other, unreadable; they
+    are one label now, at their ends, and a state that ends apart keeps its own."""
+    names = ["state_0", "state_50", "state_99"]
+    steps = np.linspace(0, 1, 20)[:, None]
+    data = (1.1 - 0.02 * steps + np.array([[0.0, 0.001, -0.1]]) * steps).astype(np.float32)
+    plot = _plots.rollout_plot(_plots.rollout_frame({"dict": (names, data), "array": (names, data)},
+                                                    names))
+    (labels,) = _elements(plot, hv.Labels)
+    ends = dict(zip(labels.dimension_values("state"), labels.dimension_values("state_value")))
+    assert set(ends) == {"state_0, state_50", "state_99"}
+    assert ends["state_0, state_50"] == pytest.approx(np.mean(data[-1, :2]), rel=1e-6)
+    assert ends["state_99"] == pytest.approx(data[-1, 2], rel=1e-6)
+    # States whose trajectories all coincide are one label, not three in one place.
+    same = np.tile(np.linspace(1, 0, 20)[:, None], (1, 3))
+    (labels,) = _elements(_plots.rollout_plot(_plots.rollout_frame({"dict": (names, same)},
+                                                                   names)), hv.Labels)
+    assert list(labels.dimension_values("state")) == ["state_0, state_50, state_99"]
 
 
 def test_export_html_is_one_standalone_file():

@@ -456,6 +456,33 @@ def rollout_frame(rollouts: dict[str, tuple[Sequence[str], np.ndarray]],
 
 _MARKERS = ("circle", "square", "triangle", "diamond", "inverted_triangle", "hex", "star")
 
+# Two state names whose trajectories end closer than this share of the plotted values' range
+# apart are one label: a 9-point label is about this share of a plot's height, so two would be
+# drawn over each other.
+_LABEL_GAP = 0.05
+
+
+def _end_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """Where each trajectory ends (step, state_value) and its state's name; states that end
+    within :data:`_LABEL_GAP` of each other share one label ("state_0, state_50")."""
+    values = frame["value"].to_numpy(float)
+    finite = values[np.isfinite(values)]
+    gap = _LABEL_GAP * float(finite.max() - finite.min()) if finite.size else 0.0
+    last = frame[frame["step"] == frame["step"].max()].drop_duplicates("state")
+    order = {state: i for i, state in enumerate(last["state"].astype(str))}
+    groups: list[list[tuple[str, float]]] = []
+    for state, value in sorted(zip(last["state"].astype(str), last["value"].to_numpy(float)),
+                               key=lambda item: (np.isnan(item[1]), item[1])):
+        if groups and value - groups[-1][-1][1] <= gap:  # False for NaN: a label of its own
+            groups[-1].append((state, value))
+        else:
+            groups.append([(state, value)])
+    step = float(last["step"].max()) if len(last) else np.nan
+    return pd.DataFrame({
+        "step": [step] * len(groups),
+        "state_value": [float(np.mean([v for _, v in g])) for g in groups],
+        "state": [", ".join(sorted((n for n, _ in g), key=order.get)) for g in groups]})
+
 
 def rollout_plot(frame: pd.DataFrame, *, title: str = "Rollout trajectories",
                  message: str = "No rollouts captured for this selection.") -> hv.Overlay:
@@ -499,13 +526,9 @@ def rollout_plot(frame: pd.DataFrame, *, title: str = "Rollout trajectories",
         backend="bokeh", color="color", marker="marker", size=8, tools=["hover"],
         hover_tooltips=tooltips, show_legend=False, **_HOVERED)
     # Each trajectory named at its end: the legend says which representation, this which state.
-    last = frame[frame["step"] == frame["step"].max()].drop_duplicates("state")
-    names = hv.Labels(pd.DataFrame({"step": last["step"].to_numpy(float),
-                                    "state_value": last["value"].to_numpy(float),
-                                    "state": last["state"].astype(str).to_numpy()}),
-                      [x, y], "state").opts(backend="bokeh", text_align="right",
-                                            text_baseline="bottom", text_font_size="9pt",
-                                            text_color="#333")
+    names = hv.Labels(_end_labels(frame), [x, y], "state").opts(
+        backend="bokeh", text_align="right", text_baseline="bottom", text_font_size="9pt",
+        text_color="#333")
     # Trajectories fill the frame, so their legend goes beside it.
     return hv.Overlay([*curves, scatter, names]).opts(
         backend="bokeh", **_opts(title=title, padding=0.05, legend_position="right"))

@@ -17,7 +17,7 @@ from bokeh.models.widgets.tables import NumberFormatter
 
 from .model.model import MAX_N_STATES, N_CHOICES, ROLLOUT_MAX_N, ExplorerModel
 from .model.session import Batch
-from .plotcache import FIGURES_AHEAD, render_figure
+from .plotcache import FIGURES_AHEAD, plotting, render_figure
 from ..plots import placeholder
 
 __all__ = ["ControlsSection", "MessagesSection", "PlotsSection", "ResultsSection"]
@@ -241,8 +241,9 @@ class PlotsSection(_Section):
             return render_figure(plot, PLOT_LAYOUT)
         except Exception as err:  # noqa: BLE001 - shown in the plot and in the alert
             self.model.session.show(f"Could not draw a plot: {type(err).__name__}: {err}")
-            return render_figure(placeholder("Plot", "Could not draw this plot (see the alert)."),
-                                 PLOT_LAYOUT)
+            with plotting():
+                return render_figure(
+                    placeholder("Plot", "Could not draw this plot (see the alert)."), PLOT_LAYOUT)
 
     def _arrange(self, presenter: bool) -> list[pn.viewable.Viewable]:
         return list(self._singles) if presenter else list(self._pairs)
